@@ -1,0 +1,114 @@
+"""gpu_library: HIP sources compiled for the flavour chosen by --config.
+
+  --config=cuda (default): nvcc through HIP's NVIDIA headers, sm_90.
+  --config=rocm:           Debian's clang-15 in HIP mode, gfx90a and gfx940.
+
+Each source becomes one position-independent object; the objects are wrapped
+in a cc_library so that cc_binary and cc_test depend on them as usual. This is
+the only place that knows compiler paths and GPU architectures. There is no
+relocatable device code: kernels are single-source and header-only below.
+"""
+
+_NVCC = "/usr/local/cuda/bin/nvcc"
+_HIP_CLANG = "/usr/bin/clang++-15"
+_NVIDIA_ARCHS = ["90"]
+_AMD_ARCHS = ["gfx90a", "gfx940"]
+
+def _gpu_object_impl(ctx):
+    cc = cc_common.merge_cc_infos(
+        cc_infos = [d[CcInfo] for d in ctx.attr.deps],
+    ).compilation_context
+    args = []
+    for p in cc.quote_includes.to_list() + cc.includes.to_list():
+        args += ["-I", p]
+    for p in cc.system_includes.to_list():
+        args += ["-isystem", p]
+    args += ["-D" + d for d in cc.defines.to_list()]
+    if ctx.attr.platform == "nvidia":
+        exe = _NVCC
+        flags = [
+            "-x",
+            "cu",
+            "-Xcompiler",
+            "-fPIC,-Wall,-Wextra",
+            "-Werror=all-warnings",
+            # hip_bfloat16.h: "__device__ annotation is ignored on a function
+            # that is explicitly defaulted".
+            "-diag-suppress=20012",
+            "--expt-relaxed-constexpr",
+        ]
+        flags += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in _NVIDIA_ARCHS]
+        mnemonic = "NvccCompile"
+    else:
+        exe = _HIP_CLANG
+        flags = [
+            "-x",
+            "hip",
+            "-fPIC",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-result",
+            "--rocm-path=/usr",
+            "--hip-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+        ]
+        flags += ["--offload-arch=" + a for a in _AMD_ARCHS]
+        mnemonic = "HipClangCompile"
+    inputs = depset(ctx.files.hdrs, transitive = [cc.headers])
+    outs = []
+    for src in ctx.files.srcs:
+        out = ctx.actions.declare_file("_gpu_objs/%s/%s.pic.o" % (ctx.label.name, src.basename.rsplit(".", 1)[0]))
+        ctx.actions.run(
+            executable = exe,
+            arguments = flags + ["-std=c++17", "-O3", "-I", "."] + ctx.attr.copts + args +
+                        ["-c", src.path, "-o", out.path],
+            inputs = depset([src], transitive = [inputs]),
+            outputs = [out],
+            mnemonic = mnemonic,
+            progress_message = "GPU-compiling %s (%s)" % (src.short_path, ctx.attr.platform),
+            use_default_shell_env = True,  # nvcc runs gcc from PATH
+        )
+        outs.append(out)
+    return [DefaultInfo(files = depset(outs))]
+
+_gpu_object = rule(
+    implementation = _gpu_object_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = True),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "platform": attr.string(values = ["nvidia", "amd"]),
+        "copts": attr.string_list(),
+    },
+)
+
+def gpu_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+    """A cc_library whose srcs are .cu files compiled for the chosen GPU flavour.
+
+    hdrs are host-facing headers (no HIP includes); device-only helpers go in
+    deps (header-only cc_libraries, .cuh). kwargs go to the cc_library.
+    """
+    all_deps = deps + ["//bazel/hip"]
+    _gpu_object(
+        name = name + "_objs",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = all_deps,
+        copts = copts,
+        platform = select({
+            "//bazel:rocm": "amd",
+            "//conditions:default": "nvidia",
+        }),
+        visibility = ["//visibility:private"],
+        tags = kwargs.get("tags", []),
+    )
+    native.cc_library(
+        name = name,
+        srcs = [":" + name + "_objs"],
+        hdrs = hdrs,
+        deps = all_deps,
+        # Static cudart must resolve the objects' runtime calls in the final
+        # link, which a per-library .so would not see.
+        linkstatic = True,
+        **kwargs
+    )
