@@ -1,0 +1,124 @@
+/* quickreduce C ABI: join a group of independent processes, all-reduce, leave.
+ *
+ * This header is a fixed contract (names, enum values, semantics). It is C
+ * and C++ compatible and includes nothing beyond <stddef.h>.
+ *
+ *   qr_join_options o = {NULL, "tp0", rank, 2, QR_DEVICE_HOST, 0};
+ *   qr_comm* c;
+ *   if (qr_join(&o, &c) != QR_OK) fprintf(stderr, "%s\n", qr_last_error());
+ *   qr_all_reduce_ex(c, in, out, n, QR_FLOAT16, QR_REGIME_INT8, 1, NULL);
+ *   qr_leave(c);
+ *
+ * Thread-compatibility: each function may be called from any thread, but one
+ * communicator must not be used by two threads at once. Different
+ * communicators (also in one process) are independent. qr_last_error() is
+ * per thread and describes the last failing call of this thread.
+ *
+ * Host backend (device == QR_DEVICE_HOST): in/out are host pointers, stream is
+ * ignored and calls are synchronous. GPU backend: in/out are device pointers,
+ * the call is enqueued on stream (a hipStream_t/cudaStream_t, NULL = default);
+ * a failure inside the kernel (peer died, wait timed out) is reported by the
+ * next qr_check or qr_all_reduce.
+ */
+#ifndef QR_COMM_QUICKREDUCE_H_
+#define QR_COMM_QUICKREDUCE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qr_comm qr_comm;
+
+typedef enum {
+  QR_OK = 0,
+  QR_INVALID_ARGUMENT = 1, /* bad pointer, size, name, rank, dtype, regime */
+  QR_UNAVAILABLE = 2,      /* no broker and none could be started */
+  QR_TIMEOUT = 3,          /* join or a data-path wait ran out */
+  QR_PEER_FAILED = 4,      /* a member died or the group was aborted */
+  QR_UNSUPPORTED = 5,      /* valid request this build/device cannot serve */
+  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group */
+  QR_INTERNAL = 7
+} qr_status;
+
+typedef enum { QR_FLOAT16 = 0, QR_BFLOAT16 = 1 } qr_dtype;
+
+typedef enum {
+  QR_REGIME_FP = 0,
+  QR_REGIME_INT8 = 1,
+  QR_REGIME_INT6 = 2,
+  QR_REGIME_INT4 = 3,
+  QR_REGIME_INT3 = 4, /* world size 2 only */
+  QR_REGIME_NONE = 5  /* quick-reduce declines: qr_should_all_reduce is 0 */
+} qr_regime;
+
+#define QR_DEVICE_HOST (-1)
+
+typedef struct {
+  const char* broker_socket; /* NULL: $QR_BROKER_SOCKET or the default */
+  const char* group;         /* [A-Za-z0-9._-]{1,63} */
+  int rank, world_size;      /* 0 <= rank < world_size; world_size 2, 4 or 8 */
+  int device;                /* GPU ordinal in this process, or QR_DEVICE_HOST */
+  int timeout_ms;            /* join timeout; <= 0: $QR_JOIN_TIMEOUT_MS or 60000 */
+} qr_join_options;
+
+/* Joins (creating on first join) the group opts->group as opts->rank and
+ * blocks until all world_size ranks have joined and mapped each other's
+ * buffers. Reads the configuration from the environment (invalid values are
+ * QR_INVALID_ARGUMENT naming the variable). On success *out owns the
+ * communicator until qr_leave. On failure *out is set to NULL.
+ * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNAVAILABLE, QR_TIMEOUT (naming the
+ * missing ranks), QR_ALREADY_EXISTS, QR_UNSUPPORTED, QR_PEER_FAILED. */
+qr_status qr_join(const qr_join_options* opts, qr_comm** out);
+
+/* 1 when qr_all_reduce would run quick-reduce for a message of `bytes` bytes
+ * of `dtype` under the configured regime (not NONE, bytes % 16 == 0,
+ * min <= bytes <= max, group healthy), else 0. c == NULL gives 0. */
+int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
+
+/* Sums `count` elements of `dtype` across the group into out (in == out
+ * allowed) with the configured regime; FP below the quantization threshold
+ * (QR_QUANTIZATION_MIN_SIZE_KB). count == 0 is a no-op. The message must be a
+ * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB. Every rank must make
+ * the same sequence of calls with the same count, dtype and regime.
+ * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNSUPPORTED (regime NONE, INT3 with
+ * world size != 2), QR_PEER_FAILED, QR_TIMEOUT, QR_INTERNAL. */
+qr_status qr_all_reduce(qr_comm* c, const void* in, void* out, size_t count,
+                        qr_dtype dtype, void* stream);
+
+/* As qr_all_reduce with the regime forced (QR_REGIME_NONE is QR_UNSUPPORTED)
+ * and the bf16 cast chosen by cast_bf16_to_fp16 (0 or not). The regime is
+ * used as given, with no fallback to FP for small messages. */
+qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count,
+                           qr_dtype dtype, qr_regime regime,
+                           int cast_bf16_to_fp16, void* stream);
+
+/* Never blocks: QR_OK while healthy, else QR_PEER_FAILED / QR_TIMEOUT
+ * (sticky once seen). c == NULL is QR_INVALID_ARGUMENT. */
+qr_status qr_check(qr_comm* c);
+
+/* Leaves the group and frees c and everything this rank created (shared
+ * memory included), whatever the group's state. c == NULL is a no-op that
+ * returns QR_OK. Returns QR_OK, or the error met while telling the broker
+ * (resources are freed either way). */
+qr_status qr_leave(qr_comm* c);
+
+/* This thread's last error text ("" when none); valid until this thread's
+ * next qr_* call. */
+const char* qr_last_error(void);
+
+/* "QR_OK", "QR_INVALID_ARGUMENT", ...; "QR_UNKNOWN" for other values. */
+const char* qr_status_name(qr_status s);
+
+/* Additions beyond the fixed contract. */
+
+/* The communicator's rank / world size; -1 for c == NULL. */
+int qr_comm_rank(const qr_comm* c);
+int qr_comm_world_size(const qr_comm* c);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QR_COMM_QUICKREDUCE_H_ */

@@ -1,0 +1,90 @@
+#include "comm/shm_mapping.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/util/status_matchers.h"
+
+namespace qr {
+namespace {
+
+using ::qr::testing::StatusIs;
+
+std::string UniqueName(const char* tag) {
+  return "/quickreduce-test-" + std::to_string(::getpid()) + "-" + tag;
+}
+
+bool Exists(const std::string& name) {
+  return ::access(("/dev/shm" + name).c_str(), F_OK) == 0;
+}
+
+TEST(ShmMappingTest, PeerSeesCreatorWritesAndOnlyCreatorUnlinks) {
+  const std::string name = UniqueName("share");
+  {
+    ASSERT_OK_AND_ASSIGN(ShmMapping created, ShmMapping::Create(name, 8192));
+    EXPECT_TRUE(created.owner());
+    static_cast<char*>(created.data())[100] = 42;
+    {
+      ASSERT_OK_AND_ASSIGN(ShmMapping opened, ShmMapping::Open(name, 8192));
+      EXPECT_FALSE(opened.owner());
+      EXPECT_EQ(static_cast<char*>(opened.data())[100], 42);
+    }
+    EXPECT_TRUE(Exists(name)) << "a peer's unmap must not unlink";
+  }
+  EXPECT_FALSE(Exists(name));
+}
+
+TEST(ShmMappingTest, CreatedWithMode0600AndZeroFilled) {
+  const std::string name = UniqueName("mode");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 4096));
+  struct stat st;
+  ASSERT_EQ(::stat(("/dev/shm" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const char* p = static_cast<const char*>(m.data());
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(p[i], 0);
+}
+
+TEST(ShmMappingTest, CreateFailsWhenNameTaken) {
+  const std::string name = UniqueName("taken");
+  ASSERT_OK_AND_ASSIGN(ShmMapping first, ShmMapping::Create(name, 4096));
+  EXPECT_THAT(ShmMapping::Create(name, 4096), StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_TRUE(Exists(name)) << "the failed create must not unlink the first one";
+}
+
+TEST(ShmMappingTest, OpenMissingIsUnavailable) {
+  EXPECT_THAT(ShmMapping::Open(UniqueName("missing"), 4096), StatusIs(StatusCode::kUnavailable));
+}
+
+TEST(ShmMappingTest, OpenTooSmallIsInvalidArgument) {
+  const std::string name = UniqueName("small");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 4096));
+  EXPECT_THAT(ShmMapping::Open(name, 8192),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("4096")));
+}
+
+TEST(ShmMappingTest, BadNamesAreRejected) {
+  EXPECT_THAT(ShmMapping::Create("noslash", 64), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ShmMapping::Create("/a/b", 64), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(ShmMappingTest, MoveTransfersOwnership) {
+  const std::string name = UniqueName("move");
+  ASSERT_OK_AND_ASSIGN(ShmMapping a, ShmMapping::Create(name, 4096));
+  ShmMapping b = std::move(a);
+  EXPECT_FALSE(a.valid());
+  EXPECT_TRUE(b.owner());
+  a.Reset();
+  EXPECT_TRUE(Exists(name));
+  b.Reset();
+  EXPECT_FALSE(Exists(name));
+}
+
+}  // namespace
+}  // namespace qr
