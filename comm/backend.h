@@ -6,7 +6,9 @@
 // mappings. Life cycle, driven by the communicator:
 //   1. created before JOIN: device_id() and buffer_bytes() go into the JOIN
 //      request (the broker refuses a device twice or a geometry mismatch);
-//   2. blob_kind()/blob() are published in this rank's slot;
+//   2. after JOIN, Allocate() creates this rank's shared buffers (named from
+//      the group segment, so the broker and `qrctl gc` can sweep them), then
+//      blob_kind()/blob() are published in this rank's slot;
 //   3. after READY, Connect() maps every peer's buffers (members in rank order);
 //   4. AllReduce() any number of times; Check() at any time;
 //   5. destroyed before LEAVE: frees and unlinks whatever this rank created.
@@ -51,6 +53,14 @@ class Backend {
   // Bytes of this rank's shared receive buffers (the geometry); sent in JOIN
   // and required to match across ranks.
   virtual uint64_t buffer_bytes() const = 0;
+  // Creates this rank's shared receive buffers once the group segment is
+  // known (shared-memory objects must be named `<group.segment_name()>-...`).
+  // Backends that allocated everything at creation keep the default.
+  [[nodiscard]] virtual Status Allocate(const ipc::GroupMembership& group) {
+    (void)group;
+    return OkStatus();
+  }
+
   // What blob() holds: a host-segment name or a GPU IPC handle.
   virtual ipc::BlobKind blob_kind() const = 0;
   // What peers need to map this rank's receive buffers (zero-padded).
