@@ -1,0 +1,67 @@
+// 16-byte vector loads and stores with the cache behaviour each kind of
+// buffer needs. All pointers must be 16-byte aligned.
+#ifndef QR_KERNELS_PLATFORM_VEC_CUH_
+#define QR_KERNELS_PLATFORM_VEC_CUH_
+
+#include <cstdint>
+
+#include "kernels/platform/device_macros.h"
+
+namespace qr::platform {
+
+struct alignas(16) Vec16 {
+  uint32_t w[4];
+};
+
+// Caller's input: ordinary cached load.
+QR_DEVICE_INLINE Vec16 LoadInput16(const void* p) {
+  const uint4 v = *static_cast<const uint4*>(p);
+  return Vec16{{v.x, v.y, v.z, v.w}};
+}
+
+// Caller's output: ordinary store.
+QR_DEVICE_INLINE void StoreOutput16(void* p, const Vec16& v) {
+  *static_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+}
+
+#if QR_PLATFORM_CUDA
+
+// Receive buffer written by peers: bypass L1 (a slot is reused every tile,
+// an L1 line from the previous tile would be stale).
+QR_DEVICE_INLINE Vec16 LoadShared16(const void* p) {
+  Vec16 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Store into a peer's receive buffer (through the IPC/peer mapping).
+QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
+  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
+}
+
+#else  // AMD: receive buffers are fine-grained; non-temporal accesses skip caches.
+
+QR_DEVICE_INLINE Vec16 LoadShared16(const void* p) {
+  const uint32_t* q = static_cast<const uint32_t*>(p);
+  return Vec16{{__builtin_nontemporal_load(q), __builtin_nontemporal_load(q + 1),
+                __builtin_nontemporal_load(q + 2), __builtin_nontemporal_load(q + 3)}};
+}
+
+QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
+  uint32_t* q = static_cast<uint32_t*>(p);
+  __builtin_nontemporal_store(v.w[0], q);
+  __builtin_nontemporal_store(v.w[1], q + 1);
+  __builtin_nontemporal_store(v.w[2], q + 2);
+  __builtin_nontemporal_store(v.w[3], q + 3);
+}
+
+#endif
+
+}  // namespace qr::platform
+
+#endif  // QR_KERNELS_PLATFORM_VEC_CUH_
