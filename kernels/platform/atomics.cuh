@@ -80,7 +80,7 @@ QR_DEVICE_INLINE uint32_t AtomicCasSystem(uint32_t* p, uint32_t expected, uint32
 QR_DEVICE_INLINE void FenceSystem() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 // Ticks of the constant-rate real-time counter (rate: WallClockRateKhz()).
-QR_DEVICE_INLINE uint64_t WallClock() { return static_cast<uint64_t>(wall_clock64()); }
+QR_DEVICE_INLINE uint64_t WallClock() { return __builtin_amdgcn_s_memrealtime(); }
 
 #endif
 

@@ -1,0 +1,209 @@
+#include "kernels/gpu/two_shot.h"
+
+#include <hip/hip_runtime.h>
+
+#include <string>
+
+#include "kernels/gpu/codecs.cuh"
+#include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/gpu_status.h"
+
+namespace qr::kernels {
+namespace gpu {
+namespace {
+
+constexpr size_t kAtomStride = kTwoShotThreads * 16;  // bytes between a thread's atoms
+
+// One block, persistent over tiles blockIdx.x, blockIdx.x + gridDim.x, ...
+template <GpuElem kElem, template <bool, int> class Codec, int kWs>
+__global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
+    TwoShotKernel(KernelParams p) {
+  constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank segment
+  constexpr bool kBf16 = Elem<kElem>::kMathBf16;
+  using C = Codec<kBf16, kA>;
+  static_assert(C::kSegWireBytes * kWs <= kTwoShotSlotBytes, "slot too small");
+
+  // A rank that gave up drains every later call at once (sticky error).
+  if (platform::AtomicLoadRelaxedSystem(p.error_word) != kGpuErrorNone) return;
+
+  const int tid = threadIdx.x;
+  const size_t slot = static_cast<size_t>(blockIdx.x) * kTwoShotSlotBytes;
+  const uint32_t* my_flags1 =
+      reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + p.flags1) + blockIdx.x * kGpuMaxRanks;
+  const uint32_t* my_flags2 =
+      reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + p.flags2) + blockIdx.x * kGpuMaxRanks;
+  const char* my_data1 = p.buffers[p.rank] + p.data1 + slot;
+  const char* my_data2 = p.buffers[p.rank] + p.data2 + slot;
+  uint32_t colour = p.colours[blockIdx.x];
+
+  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    ++colour;
+    const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
+
+    // Load the tile (atoms past the end read as zero; sizes are whole atoms).
+    Vec16 atoms[kTwoShotAtoms];
+#pragma unroll
+    for (int i = 0; i < kTwoShotAtoms; ++i) {
+      const size_t off = base + i * kAtomStride;
+      atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
+    }
+
+    // Phase 1: segment r of this tile goes to rank r, slot (block, my rank).
+#pragma unroll
+    for (int r = 0; r < kWs; ++r) {
+      Vec16 seg[kA];
+#pragma unroll
+      for (int k = 0; k < kA; ++k) seg[k] = atoms[r * kA + k];
+      C::Encode(seg, p.buffers[r] + p.data1 + slot + p.rank * C::kSegWireBytes, tid);
+    }
+    SignalAll<kWs>(p.flags1, colour, p);
+    if (!WaitAll<kWs>(my_flags1, colour, p)) return;
+
+    // Reduce my segment in rank order 0..ws-1.
+    float acc[kA][8];
+    C::Decode(my_data1, tid, acc);
+#pragma unroll
+    for (int s = 1; s < kWs; ++s) {
+      float v[kA][8];
+      C::Decode(my_data1 + s * C::kSegWireBytes, tid, v);
+#pragma unroll
+      for (int k = 0; k < kA; ++k) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[k][e] = C::Accumulate(acc[k][e], v[k][e]);
+      }
+    }
+    Vec16 reduced[kA];
+#pragma unroll
+    for (int k = 0; k < kA; ++k) reduced[k] = Pack<kBf16>(acc[k]);
+
+    // Phase 2: the reduced segment goes to every rank, slot (block, my rank).
+#pragma unroll
+    for (int r = 0; r < kWs; ++r) {
+      C::Encode(reduced, p.buffers[r] + p.data2 + slot + p.rank * C::kSegWireBytes, tid);
+    }
+    SignalAll<kWs>(p.flags2, colour, p);
+    if (!WaitAll<kWs>(my_flags2, colour, p)) return;
+
+#pragma unroll
+    for (int s = 0; s < kWs; ++s) {
+      float v[kA][8];
+      C::Decode(my_data2 + s * C::kSegWireBytes, tid, v);
+#pragma unroll
+      for (int k = 0; k < kA; ++k) {
+        const size_t off = base + (s * kA + k) * kAtomStride;
+        if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(Pack<kBf16>(v[k])));
+      }
+    }
+  }
+  if (tid == 0) p.colours[blockIdx.x] = colour;
+}
+
+using KernelFn = void (*)(KernelParams);
+
+template <GpuElem kElem, int kWs>
+KernelFn PickCodec(GpuCodec codec) {
+  switch (codec) {
+    case GpuCodec::kFp:
+      return TwoShotKernel<kElem, FpCodec, kWs>;
+    default:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+template <GpuElem kElem>
+KernelFn PickWs(int ws, GpuCodec codec) {
+  switch (ws) {
+    case 2:
+      return PickCodec<kElem, 2>(codec);
+    case 4:
+      return PickCodec<kElem, 4>(codec);
+    case 8:
+      return PickCodec<kElem, 8>(codec);
+  }
+  return nullptr;
+}
+
+KernelFn PickKernel(GpuElem elem, int ws, GpuCodec codec) {
+  switch (elem) {
+    case GpuElem::kFp16:
+      return PickWs<GpuElem::kFp16>(ws, codec);
+    case GpuElem::kBf16:
+      return PickWs<GpuElem::kBf16>(ws, codec);
+    case GpuElem::kBf16Cast:
+      return PickWs<GpuElem::kBf16Cast>(ws, codec);
+  }
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace gpu
+
+TwoShotLayout MakeTwoShotLayout(int max_blocks) {
+  constexpr size_t kPage = 4096;
+  auto round_up = [](size_t x) { return (x + kPage - 1) / kPage * kPage; };
+  TwoShotLayout l;
+  l.max_blocks = max_blocks;
+  const size_t flag_bytes = round_up(static_cast<size_t>(max_blocks) * kGpuMaxRanks * 4);
+  l.flags1 = 0;
+  l.flags2 = flag_bytes;
+  l.data1 = 2 * flag_bytes;
+  l.data2 = l.data1 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
+  l.total = l.data2 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
+  return l;
+}
+
+int TwoShotGrid(size_t bytes, int max_blocks) {
+  const size_t tiles = (bytes + kTwoShotTileBytes - 1) / kTwoShotTileBytes;
+  return static_cast<int>(tiles < static_cast<size_t>(max_blocks) ? tiles : max_blocks);
+}
+
+Status LaunchTwoShot(const TwoShotArgs& a) {
+  const size_t bytes = a.count * 2;
+  if (a.world_size != 2 && a.world_size != 4 && a.world_size != 8) {
+    return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(a.world_size));
+  }
+  if (a.rank < 0 || a.rank >= a.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(a.rank) + " out of range");
+  }
+  if (a.codec == GpuCodec::kInt3 && a.world_size != 2) {
+    return InvalidArgumentError("INT3 needs world size 2");
+  }
+  if (bytes % 16 != 0) return InvalidArgumentError("message bytes must be a multiple of 16");
+  if (a.count == 0) return OkStatus();
+  if (a.in == nullptr || a.out == nullptr || a.colours == nullptr || a.error_word == nullptr) {
+    return InvalidArgumentError("null pointer argument");
+  }
+  if (a.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
+  const size_t tiles = (bytes + kTwoShotTileBytes - 1) / kTwoShotTileBytes;
+  if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
+  gpu::KernelFn fn = gpu::PickKernel(a.elem, a.world_size, a.codec);
+  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
+
+  const TwoShotLayout l = MakeTwoShotLayout(a.max_blocks);
+  gpu::KernelParams p{};
+  p.in = static_cast<const char*>(a.in);
+  p.out = static_cast<char*>(a.out);
+  p.bytes = bytes;
+  p.rank = a.rank;
+  p.num_tiles = static_cast<int>(tiles);
+  for (int r = 0; r < a.world_size; ++r) {
+    if (a.buffers[r] == nullptr) return InvalidArgumentError("missing receive buffer of a rank");
+    p.buffers[r] = static_cast<char*>(a.buffers[r]);
+  }
+  p.flags1 = l.flags1;
+  p.flags2 = l.flags2;
+  p.data1 = l.data1;
+  p.data2 = l.data2;
+  p.colours = a.colours;
+  p.abort_word = a.abort_word;
+  p.error_word = a.error_word;
+  p.timeout_ticks = a.timeout_ticks;
+  const int grid = TwoShotGrid(bytes, a.max_blocks);
+  hipLaunchKernelGGL(fn, dim3(grid), dim3(kTwoShotThreads), 0, static_cast<hipStream_t>(a.stream),
+                     p);
+  QR_GPU_RETURN_IF_ERROR(hipGetLastError());
+  return OkStatus();
+}
+
+}  // namespace qr::kernels

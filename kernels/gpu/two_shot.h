@@ -1,0 +1,86 @@
+// The two-shot all-reduce on GPUs: host-side launch API (no HIP types).
+//
+// Each rank owns one receive buffer (MallocShared, shared with peers through
+// IPC) laid out by TwoShotLayout: two flag arrays and two data phases, each a
+// fixed array of per-block slots. Offsets depend only on max_blocks, never on
+// the message size, so consecutive calls of different sizes never alias (the
+// vLLM TP4/TP8 hang). Per-block colours live in device memory (`colours`) and
+// are advanced by the kernel, so a captured graph can be replayed any number
+// of times.
+//
+// One LaunchTwoShot = one kernel launch on `stream`, valid inside stream
+// capture. Every rank must issue the same sequence of calls (same sizes,
+// codecs and grid caps), as with any collective.
+#ifndef QR_KERNELS_GPU_TWO_SHOT_H_
+#define QR_KERNELS_GPU_TWO_SHOT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace qr::kernels {
+
+inline constexpr int kGpuMaxRanks = 8;
+inline constexpr int kTwoShotThreads = 256;      // threads per block
+inline constexpr int kTwoShotAtoms = 8;          // 16-byte vectors per thread per tile
+inline constexpr size_t kTwoShotTileBytes = 32768;  // kTwoShotThreads * kTwoShotAtoms * 16
+// Bytes one block's phase slot holds (the FP codec's wire tile, the largest).
+inline constexpr size_t kTwoShotSlotBytes = kTwoShotTileBytes;
+// Blocks per multiprocessor that the grid may use (all stay resident).
+inline constexpr int kTwoShotBlocksPerSm = 2;
+
+// Values the kernel writes into the error word when it gives up.
+inline constexpr uint32_t kGpuErrorNone = 0;
+inline constexpr uint32_t kGpuErrorAborted = 1;  // the group's abort word was raised
+inline constexpr uint32_t kGpuErrorTimeout = 2;  // a wait ran past timeout
+
+// Offsets inside one rank's receive buffer.
+struct TwoShotLayout {
+  int max_blocks = 0;
+  size_t flags1 = 0;  // uint32 [max_blocks][kGpuMaxRanks]: phase-1 colour from each source rank
+  size_t flags2 = 0;  // same for phase 2
+  size_t data1 = 0;   // [max_blocks][kTwoShotSlotBytes]
+  size_t data2 = 0;
+  size_t total = 0;   // bytes to allocate
+};
+TwoShotLayout MakeTwoShotLayout(int max_blocks);
+
+// Grid for a call of `bytes` (tiles, capped); the same on every rank.
+int TwoShotGrid(size_t bytes, int max_blocks);
+
+// Codec numbers are qr_regime values.
+enum class GpuCodec : int { kFp = 0, kInt8 = 1, kInt6 = 2, kInt4 = 3, kInt3 = 4 };
+// Element format in memory and the arithmetic used to reduce it.
+enum class GpuElem : int {
+  kFp16 = 0,      // fp16 in, fp16 math
+  kBf16 = 1,      // bf16 in, bf16 math
+  kBf16Cast = 2,  // bf16 in, saturating cast to fp16, fp16 math, bf16 out
+};
+
+struct TwoShotArgs {
+  const void* in = nullptr;  // device pointers; in == out allowed
+  void* out = nullptr;
+  size_t count = 0;          // elements; count * 2 % 16 == 0
+  GpuElem elem = GpuElem::kFp16;
+  GpuCodec codec = GpuCodec::kFp;
+  int rank = 0;
+  int world_size = 0;        // 2, 4, 8 (INT3: 2)
+  // Every rank's receive buffer as addressed from this device (own included).
+  std::array<void*, kGpuMaxRanks> buffers{};
+  int max_blocks = 0;        // the layout's; grid <= max_blocks
+  uint32_t* colours = nullptr;           // device, max_blocks words, zeroed once
+  const uint32_t* abort_word = nullptr;  // device-visible; non-zero = give up (may be null)
+  uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
+  uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
+  void* stream = nullptr;                // hipStream_t
+};
+
+// Validates and launches. kInvalidArgument for bad arguments (null, odd size,
+// INT3 with world size != 2, ...), kInternal on a launch error.
+[[nodiscard]] Status LaunchTwoShot(const TwoShotArgs& args);
+
+}  // namespace qr::kernels
+
+#endif  // QR_KERNELS_GPU_TWO_SHOT_H_

@@ -1,0 +1,184 @@
+// Device side of the two-shot all-reduce: the kernel template, its waits and
+// the codec interface. Included by two_shot.cu only.
+//
+// Work decomposition. A block of kTwoShotThreads threads processes one tile
+// of kTwoShotTileBytes per iteration; thread t holds atom i (16 bytes) at tile
+// offset i * 4096 + t * 16. Rank r owns atoms [r * A, (r + 1) * A) with
+// A = kTwoShotAtoms / world_size, i.e. the contiguous bytes
+// [r * tile / ws, (r + 1) * tile / ws) of every tile.
+//
+// Per tile: encode segment r of the input and store it into rank r's phase-1
+// slot (this block, this source rank); signal; wait for every source; decode
+// and sum in rank order 0..ws-1; re-encode the reduced segment and store it
+// into every rank's phase-2 slot; signal; wait; decode every rank's segment
+// into the output. Only equal block indices on different ranks wait on each
+// other, so no block ever waits for another block of its own grid.
+#ifndef QR_KERNELS_GPU_TWO_SHOT_DEVICE_CUH_
+#define QR_KERNELS_GPU_TWO_SHOT_DEVICE_CUH_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gpu/two_shot.h"
+#include "kernels/platform/atomics.cuh"
+#include "kernels/platform/device_macros.h"
+#include "kernels/platform/math.cuh"
+#include "kernels/platform/vec.cuh"
+
+namespace qr::kernels::gpu {
+
+using platform::Vec16;
+
+// POD copy of everything the kernel needs; passed by value.
+struct KernelParams {
+  const char* in;
+  char* out;
+  size_t bytes;
+  int rank;
+  int num_tiles;
+  char* buffers[kGpuMaxRanks];
+  size_t flags1, flags2, data1, data2;  // layout offsets
+  uint32_t* colours;
+  const uint32_t* abort_word;
+  uint32_t* error_word;
+  uint64_t timeout_ticks;
+};
+
+// ---------------------------------------------------------------------------
+// Waiting.
+
+// Records why this rank gave up (first reason wins). Called by one thread.
+QR_DEVICE_INLINE void SetError(uint32_t* error_word, uint32_t code) {
+  platform::AtomicCasSystem(error_word, kGpuErrorNone, code);
+}
+
+// Spins until *flag == colour. Gives up (returns false) when the group's
+// abort word is raised, when another block of this rank already gave up, or
+// after timeout_ticks. The acquire load orders this thread's later reads (and
+// the block's, after the __syncthreads() that follows) after the peer's
+// release store of the flag.
+QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const KernelParams& p) {
+  if (platform::AtomicLoadAcquireSystem(flag) == colour) return true;
+  const uint64_t start = platform::WallClock();
+  uint32_t spins = 0;
+  while (platform::AtomicLoadAcquireSystem(flag) != colour) {
+    if ((++spins & 63u) != 0) continue;
+    if (p.abort_word != nullptr && platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
+      SetError(p.error_word, kGpuErrorAborted);
+      return false;
+    }
+    if (platform::AtomicLoadRelaxedSystem(p.error_word) != kGpuErrorNone) return false;
+    if (p.timeout_ticks != 0 && platform::WallClock() - start > p.timeout_ticks) {
+      SetError(p.error_word, kGpuErrorTimeout);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Block-wide: thread s < ws waits for source s's flag in `flags` (this
+// block's row). Returns false on every thread if any wait gave up.
+template <int kWs>
+QR_DEVICE_INLINE bool WaitAll(const uint32_t* row, uint32_t colour, const KernelParams& p) {
+  bool ok = true;
+  if (threadIdx.x < kWs) ok = WaitFlag(row + threadIdx.x, colour, p);
+  return __syncthreads_and(ok ? 1 : 0) != 0;
+}
+
+// Block-wide: after every thread's stores to the destination slots, thread
+// r < ws publishes `colour` into rank r's flag for (this block, this rank).
+// The __syncthreads() orders the block's stores before the release.
+template <int kWs>
+QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t colour, const KernelParams& p) {
+  __syncthreads();
+  if (threadIdx.x < kWs) {
+    uint32_t* f = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x] + flags_offset) +
+                  blockIdx.x * kGpuMaxRanks + p.rank;
+    platform::AtomicStoreReleaseSystem(f, colour);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Element formats. A "raw" atom holds 8 16-bit values in memory order.
+
+template <GpuElem kElem>
+struct Elem;
+
+template <>
+struct Elem<GpuElem::kFp16> {
+  static constexpr bool kMathBf16 = false;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
+};
+
+template <>
+struct Elem<GpuElem::kBf16> {
+  static constexpr bool kMathBf16 = true;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
+};
+
+// Saturating bf16 -> fp16 so a finite input never becomes inf.
+QR_DEVICE_INLINE uint16_t Bf16ToFp16Saturating(uint16_t b) {
+  float f = platform::Bf16BitsToFloat(b);
+  if (f > 65504.0f) f = 65504.0f;
+  if (f < -65504.0f) f = -65504.0f;
+  return platform::FloatToFp16Bits(f);
+}
+
+template <>
+struct Elem<GpuElem::kBf16Cast> {
+  static constexpr bool kMathBf16 = false;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) {
+    Vec16 r;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = Bf16ToFp16Saturating(static_cast<uint16_t>(v.w[i] & 0xffffu));
+      const uint32_t hi = Bf16ToFp16Saturating(static_cast<uint16_t>(v.w[i] >> 16));
+      r.w[i] = lo | (hi << 16);
+    }
+    return r;
+  }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) {
+    Vec16 r;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = platform::FloatToBf16Bits(
+          platform::Fp16BitsToFloat(static_cast<uint16_t>(v.w[i] & 0xffffu)));
+      const uint32_t hi = platform::FloatToBf16Bits(
+          platform::Fp16BitsToFloat(static_cast<uint16_t>(v.w[i] >> 16)));
+      r.w[i] = lo | (hi << 16);
+    }
+    return r;
+  }
+};
+
+template <bool kBf16>
+QR_DEVICE_INLINE float ToFloat(uint16_t x) {
+  return kBf16 ? platform::Bf16BitsToFloat(x) : platform::Fp16BitsToFloat(x);
+}
+
+template <bool kBf16>
+QR_DEVICE_INLINE uint16_t FromFloat(float f) {
+  return kBf16 ? platform::FloatToBf16Bits(f) : platform::FloatToFp16Bits(f);
+}
+
+template <bool kBf16>
+QR_DEVICE_INLINE void Unpack(const Vec16& v, float (&f)[8]) {
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = ToFloat<kBf16>(static_cast<uint16_t>(v.w[i] & 0xffffu));
+    f[2 * i + 1] = ToFloat<kBf16>(static_cast<uint16_t>(v.w[i] >> 16));
+  }
+}
+
+template <bool kBf16>
+QR_DEVICE_INLINE Vec16 Pack(const float (&f)[8]) {
+  Vec16 v;
+  for (int i = 0; i < 4; ++i) {
+    v.w[i] = static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i])) |
+             (static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i + 1])) << 16);
+  }
+  return v;
+}
+
+}  // namespace qr::kernels::gpu
+
+#endif  // QR_KERNELS_GPU_TWO_SHOT_DEVICE_CUH_
