@@ -1,0 +1,135 @@
+#include "kernels/error_bound.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/codec.h"
+#include "kernels/float16.h"
+
+namespace qr::kernels {
+namespace {
+
+// fp32 unit roundoff.
+constexpr double kU32 = 0x1p-24;
+
+// Rounding to a 16-bit format: |rn(y) - y| <= rel * |y| + abs (abs = half the
+// subnormal spacing), below `max` (saturation is handled by the caller).
+struct Format {
+  double rel;
+  double abs;
+  double max;
+};
+constexpr Format kFp16Format{0x1p-11, 0x1p-25, 65504.0};
+constexpr Format kBf16Format{0x1p-8, 0x1p-134, 3.3895313892515355e38};
+
+const Format& FormatOf(DType dtype) {
+  return dtype == DType::kFloat16 ? kFp16Format : kBf16Format;
+}
+
+}  // namespace
+
+double QuantizationErrorBound(Codec codec, double block_absmax) {
+  if (codec == Codec::kFp) return 0.0;
+  const double levels = 2.0 * CodeBias(codec) - 1.0;
+  return std::max(block_absmax / levels * (1.0 + 0x1p-12),
+                  std::min(block_absmax, static_cast<double>(kNegligibleAbsmax)));
+}
+
+double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
+                         const double* block_absmax, const double* element_abs,
+                         double exact_sum) {
+  const DType work = WorkDType(dtype, cast_bf16_to_fp16);
+  const bool cast = work != dtype;
+  const Format& w = FormatOf(work);
+  double total = 0.0;
+  double h_block = 0.0;  // bound on |phase-1 decoded| summed over ranks, block-wide
+  double h_elem = 0.0;   // the same for this element
+  for (int r = 0; r < world_size; ++r) {
+    double a = block_absmax[r];
+    double x = element_abs[r];
+    if (cast) {
+      // Saturation plus one fp16 rounding of this element.
+      total += std::max(0.0, x - kFp16Format.max) +
+               kFp16Format.rel * std::min(x, kFp16Format.max) + kFp16Format.abs;
+      a = std::min(kFp16Format.max, a * (1.0 + kFp16Format.rel) + kFp16Format.abs);
+      x = std::min(kFp16Format.max, x * (1.0 + kFp16Format.rel) + kFp16Format.abs);
+    }
+    const double b = QuantizationErrorBound(codec, a);
+    total += b;
+    h_block += a + b;
+    h_elem += x + b;
+  }
+  // Recursive fp32 summation of ws terms, then one rounding to the work dtype.
+  const double gamma = (world_size - 1) * kU32 * 1.01;
+  total += gamma * h_elem;
+  total += w.rel * h_elem * (1.0 + gamma) + w.abs;
+  double y_block = h_block * (1.0 + gamma) * (1.0 + w.rel) + w.abs;
+  double y_elem = h_elem * (1.0 + gamma) * (1.0 + w.rel) + w.abs;
+  if (work == DType::kFloat16) {
+    y_block = std::min(y_block, w.max);
+    y_elem = std::min(y_elem, w.max);
+  }
+  // Phase 2: quantize the reduced block, decode, round to the work dtype.
+  const double b2 = QuantizationErrorBound(codec, y_block);
+  total += b2;
+  double out_mag = y_elem;
+  if (codec != Codec::kFp) {
+    total += w.rel * (y_elem + b2) + w.abs;
+    out_mag = (y_elem + b2) * (1.0 + w.rel) + w.abs;
+  }
+  if (cast) {
+    total += kBf16Format.rel * std::min(out_mag, kFp16Format.max) + kBf16Format.abs;
+  }
+  // Clamping to the fp16 range costs at most twice the part of the sum beyond it.
+  if (work == DType::kFloat16) total += 2.0 * std::max(0.0, std::fabs(exact_sum) - w.max);
+  return total;
+}
+
+BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inputs,
+                              const uint16_t* output) {
+  BoundCheck check;
+  const int ws = p.world_size;
+  double block_absmax[kMaxWorldSize];
+  double element_abs[kMaxWorldSize];
+  for (int64_t block = 0; block * kBlockElems < p.num_elems; ++block) {
+    const int64_t begin = block * kBlockElems;
+    const int64_t end = std::min<int64_t>(begin + kBlockElems, p.num_elems);
+    bool finite = true;
+    for (int r = 0; r < ws; ++r) {
+      block_absmax[r] = 0.0;
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = ToFloat(p.dtype, inputs[r][i]);
+        if (!std::isfinite(v)) finite = false;
+        block_absmax[r] = std::max(block_absmax[r], std::fabs(v));
+      }
+    }
+    if (!finite) {
+      check.skipped += end - begin;
+      continue;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      double exact = 0.0;
+      for (int r = 0; r < ws; ++r) {
+        const double v = ToFloat(p.dtype, inputs[r][i]);
+        exact += v;
+        element_abs[r] = std::fabs(v);
+      }
+      const double bound = TwoShotErrorBound(p.codec, p.dtype, p.cast_bf16_to_fp16, ws,
+                                             block_absmax, element_abs, exact);
+      const double out = ToFloat(p.dtype, output[i]);
+      const double err = std::isfinite(out) ? std::fabs(out - exact) : INFINITY;
+      const double ratio = err == 0.0 ? 0.0 : err / bound;
+      check.sum_error += err;
+      if (err > bound) ++check.violations;
+      if (err > check.max_error) check.max_error = err;
+      if (ratio > check.max_ratio || check.worst_index < 0) {
+        check.max_ratio = ratio;
+        check.worst_index = i;
+      }
+    }
+  }
+  return check;
+}
+
+}  // namespace qr::kernels
