@@ -1,0 +1,164 @@
+#include "ipc/gc.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "common/syscall.h"
+#include "common/unique_fd.h"
+#include "ipc/names.h"
+#include "ipc/segment.h"
+#include "spdlog/spdlog.h"
+
+namespace qr::ipc {
+namespace {
+
+constexpr const char* kShmDir = "/dev/shm";
+
+bool OlderThan(const std::string& name, std::chrono::seconds age) {
+  struct stat st{};
+  std::string path = std::string(kShmDir) + name;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return ::time(nullptr) - st.st_mtime >= age.count();
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The segment (among `segments`) that owns data object `obj`: the longest
+// segment name that is followed by '-' in obj.
+const std::string* OwnerOf(const std::string& obj, const std::vector<std::string>& segments) {
+  const std::string* best = nullptr;
+  for (const std::string& seg : segments) {
+    if (obj.size() > seg.size() + 1 && StartsWith(obj, seg) && obj[seg.size()] == '-' &&
+        (best == nullptr || seg.size() > best->size())) {
+      best = &seg;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::string> ListUserObjects(uint32_t uid) {
+  std::vector<std::string> out;
+  std::string prefix = UserPrefix(uid).substr(1);
+  DIR* dir = ::opendir(kShmDir);
+  if (dir == nullptr) return out;
+  while (dirent* e = ::readdir(dir)) {
+    if (StartsWith(e->d_name, prefix)) out.push_back("/" + std::string(e->d_name));
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep) {
+  SweepResult result;
+  std::vector<std::string> objects = ListUserObjects(uid);
+  std::vector<std::string> segments, stale_segments, data;
+  for (const std::string& name : objects) {
+    auto seg = GroupSegment::Open(name);
+    if (seg.ok()) {
+      segments.push_back(name);
+      if (keep.count(name) != 0 || !(*seg)->LiveOwners().empty()) {
+        result.live_segments.push_back(name);
+      } else {
+        stale_segments.push_back(name);
+      }
+    } else {
+      data.push_back(name);
+    }
+  }
+  auto remove = [&](const std::string& name) {
+    if (!dry_run) {
+      Status s = GroupSegment::Remove(name);
+      if (!s.ok()) {
+        result.errors.push_back(name + ": " + s.message());
+        return;
+      }
+    }
+    result.removed.push_back(name);
+  };
+  for (const std::string& seg : stale_segments) remove(seg);
+  for (const std::string& obj : data) {
+    const std::string* owner = OwnerOf(obj, segments);
+    if (owner == nullptr) {
+      // Not a segment and owned by none: an orphan, unless it is young enough
+      // to be a segment or data object being created right now.
+      if (OlderThan(obj, kOrphanMinAge)) remove(obj);
+    } else if (std::find(stale_segments.begin(), stale_segments.end(), *owner) !=
+               stale_segments.end()) {
+      remove(obj);
+    }
+  }
+  return result;
+}
+
+Status RemoveGroupObjects(std::string_view segment_name) {
+  std::string seg(segment_name);
+  std::string errors;
+  Status s = GroupSegment::Remove(seg);
+  if (!s.ok()) errors += s.message();
+  // Which objects are segments decides ownership; only this uid's names.
+  uint32_t uid = ::getuid();
+  std::vector<std::string> objects = ListUserObjects(uid);
+  std::vector<std::string> segments = {seg};
+  for (const std::string& name : objects) {
+    if (StartsWith(name, seg + "-") && GroupSegment::Open(name).ok()) segments.push_back(name);
+  }
+  for (const std::string& name : objects) {
+    if (!StartsWith(name, seg + "-")) continue;
+    const std::string* owner = OwnerOf(name, segments);
+    if (owner == nullptr || *owner != seg) continue;
+    Status r = GroupSegment::Remove(name);
+    if (!r.ok()) errors += (errors.empty() ? "" : "; ") + r.message();
+  }
+  if (!errors.empty()) return InternalError("removing objects of " + seg + ": " + errors);
+  return OkStatus();
+}
+
+Status RemoveStaleSocket(const std::string& socket_path, bool* removed) {
+  *removed = false;
+  std::string lock_path = LockPathFor(socket_path);
+  int raw = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (raw < 0) {
+    if (errno != ENOENT) return ErrnoToStatus(errno, "open " + lock_path);
+    // No lock file: a socket left alone is stale only if nothing answers; the
+    // broker always makes the lock first, so no broker made this socket.
+  } else {
+    UniqueFd lock(raw);
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) return OkStatus();  // a broker is alive
+      return ErrnoToStatus(errno, "flock " + lock_path);
+    }
+    // We hold the lock: no broker can be using the socket.
+    if (::unlink(socket_path.c_str()) == 0) *removed = true;
+    if (::unlink(lock_path.c_str()) == 0) *removed = true;
+    return OkStatus();
+  }
+  struct stat st{};
+  if (::lstat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return OkStatus();
+  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return ErrnoToStatus(errno, "socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    return OkStatus();  // something answers: not ours to remove
+  }
+  if (errno == ECONNREFUSED && ::unlink(socket_path.c_str()) == 0) *removed = true;
+  return OkStatus();
+}
+
+}  // namespace qr::ipc

@@ -1,0 +1,52 @@
+// Garbage collection of quickreduce's shared-memory objects and sockets.
+//
+// Objects of a uid live in /dev/shm as `quickreduce-<uid>-*`. A group segment
+// is stale when none of its owners (GroupSegment::LiveOwners) is alive; a
+// stale segment is removed with its data objects, `<segment name>-*`. A data
+// object belongs to the longest existing segment name that prefixes it (so
+// group "a" generation 1 never claims the objects of a group named "a-1-x").
+// Data objects that belong to no segment are orphans and are removed too,
+// once older than kOrphanMinAge (a member may be creating its group).
+// Used by the broker (at start and when a group ends) and by `qrctl gc`.
+#ifndef QR_IPC_GC_H_
+#define QR_IPC_GC_H_
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace qr::ipc {
+
+inline constexpr std::chrono::seconds kOrphanMinAge{10};
+
+struct SweepResult {
+  std::vector<std::string> removed;        // or, for a dry run, what would be removed
+  std::vector<std::string> live_segments;  // group segments with a live owner
+  std::vector<std::string> errors;         // objects that could not be removed
+};
+
+// This uid's shm object names ("/quickreduce-<uid>-..."), sorted.
+std::vector<std::string> ListUserObjects(uint32_t uid);
+
+// Sweeps this uid's objects as described above. Segments named in `keep` (the
+// broker's own) and their data objects are never touched. Never fails: what
+// could not be removed is listed in errors.
+SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep = {});
+
+// Removes a group segment and every data object that belongs to it (see
+// above). Errors name the objects that could not be removed.
+[[nodiscard]] Status RemoveGroupObjects(std::string_view segment_name);
+
+// Removes socket_path and its lock file when no broker holds the lock (the
+// broker that made them is dead). *removed says whether anything was removed.
+// kUnavailable-free: OK when there is nothing to do.
+[[nodiscard]] Status RemoveStaleSocket(const std::string& socket_path, bool* removed);
+
+}  // namespace qr::ipc
+
+#endif  // QR_IPC_GC_H_

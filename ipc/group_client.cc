@@ -1,0 +1,300 @@
+#include "ipc/group_client.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "ipc/broker_client.h"
+#include "ipc/names.h"
+#include "ipc/segment.h"
+#include "spdlog/spdlog.h"
+
+namespace qr::ipc {
+namespace {
+
+// The broker answers a join timeout itself; the client's own deadline is a
+// little later so that the broker's answer (which names the missing ranks)
+// normally wins, and a vanished broker still cannot hang the caller.
+constexpr std::chrono::milliseconds kClientGrace{2000};
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+Status FromError(const ErrorReply& e) {
+  return Status(StatusCodeFromInt(e.code).value_or(StatusCode::kInternal), e.message);
+}
+
+std::string Unexpected(const Message& m, const char* when) {
+  return std::string("unexpected ") + MessageTypeName(static_cast<uint16_t>(TypeOf(m))) + " " +
+         when;
+}
+
+}  // namespace
+
+StatusOr<bool> AutostartFromEnv() { return EnvBool({"QR_BROKER_AUTOSTART"}, true); }
+
+GroupMembership::GroupMembership() = default;
+
+GroupMembership::~GroupMembership() {
+  Status s = Leave();
+  if (!s.ok()) spdlog::warn("leaving group {}: {}", group_, s.ToString());
+}
+
+StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParams& p) {
+  QR_RETURN_IF_ERROR(ValidateName("group name", p.group));
+  QR_RETURN_IF_ERROR(ValidateWorldSize(p.world_size));
+  if (p.rank < 0 || p.rank >= p.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(p.rank) + " is outside [0, " +
+                                std::to_string(p.world_size) + ")");
+  }
+  QR_RETURN_IF_ERROR(ValidateDeviceId(p.device_id));
+  if (p.timeout.count() <= 0 || p.timeout > std::chrono::hours(24)) {
+    return InvalidArgumentError("join timeout must be 1 ms to 24 h");
+  }
+  QR_ASSIGN_OR_RETURN(std::string socket_path, ResolveSocketPath(p.socket_path));
+
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<GroupMembership> m(new GroupMembership());
+  m->group_ = p.group;
+  m->rank_ = p.rank;
+  m->world_size_ = p.world_size;
+  m->join_deadline_ = start + p.timeout + kClientGrace;
+  // Connecting (and perhaps starting a broker) gets its own bound so a slow
+  // start does not eat a short join timeout.
+  auto connect_deadline = start + std::max<std::chrono::milliseconds>(
+                                      p.timeout, std::chrono::milliseconds(10000));
+  QR_ASSIGN_OR_RETURN(m->conn_, BrokerConnection::ConnectOrStart(socket_path, p.autostart,
+                                                                 connect_deadline));
+  JoinRequest req;
+  req.group = p.group;
+  req.rank = static_cast<uint32_t>(p.rank);
+  req.world_size = static_cast<uint32_t>(p.world_size);
+  req.device_id = p.device_id;
+  req.buffer_bytes = p.buffer_bytes;
+  req.timeout_ms = static_cast<uint32_t>(p.timeout.count());
+  QR_RETURN_IF_ERROR(m->conn_->Send(req));
+  auto reply = m->conn_->Receive(m->join_deadline_);
+  if (!reply.ok()) {
+    m->left_ = true;  // nothing to leave
+    return reply.status().WithContext("joining group " + p.group);
+  }
+  if (auto* e = std::get_if<ErrorReply>(&*reply)) {
+    m->left_ = true;
+    return FromError(*e);
+  }
+  auto* ok = std::get_if<JoinOk>(&*reply);
+  if (ok == nullptr) {
+    m->left_ = true;
+    return InternalError(Unexpected(*reply, "in answer to JOIN"));
+  }
+  m->segment_name_ = ok->segment_name;
+  m->generation_ = ok->generation;
+  m->broker_pid_ = ok->broker_pid;
+  auto seg = GroupSegment::Open(ok->segment_name);
+  if (!seg.ok()) {
+    m->left_ = true;
+    return seg.status().WithContext("joining group " + p.group);
+  }
+  m->segment_ = std::move(*seg);
+  SegmentHeader* h = m->segment_->header();
+  if (static_cast<int>(h->world_size) != p.world_size || h->generation != ok->generation) {
+    // Leave() tells the broker so the rank is not held.
+    Status s = m->Leave();
+    (void)s;
+    return InternalError("segment " + ok->segment_name + " does not match the broker's answer");
+  }
+  // Reset the slot first: a rank freed by an earlier member may be reused.
+  MemberSlot* slot = m->segment_->slot(p.rank);
+  StoreRelease(&slot->published, 0u);
+  StoreRelease(&slot->left, 0u);
+  slot->pid = ::getpid();
+  CopyField(slot->device_id, sizeof(slot->device_id), p.device_id);
+  slot->buffer_bytes = p.buffer_bytes;
+  return m;
+}
+
+Status GroupMembership::PublishAndWaitReady(BlobKind kind,
+                                            const std::array<uint8_t, kBlobBytes>& blob) {
+  if (left_) return InvalidArgumentError("PublishAndWaitReady after Leave");
+  if (published_) return InvalidArgumentError("PublishAndWaitReady called twice");
+  MemberSlot* slot = segment_->slot(rank_);
+  slot->pid = ::getpid();
+  slot->kind = static_cast<uint32_t>(kind);
+  std::memcpy(slot->blob, blob.data(), kBlobBytes);
+  slot->published_unix_ms = NowUnixMs();
+  StoreRelease(&slot->published, 1u);
+  published_ = true;
+  QR_RETURN_IF_ERROR(conn_->Send(PublishedNotice{}).WithContext("publishing to the broker"));
+  return WaitReady(join_deadline_);
+}
+
+Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    auto msg = conn_->Receive(deadline);
+    if (!msg.ok()) {
+      if (msg.status().code() == StatusCode::kTimeout) return MissingRanksTimeout();
+      if (LoadAcquire(abort_word()) != kAbortNone) return Check();
+      return msg.status().WithContext("waiting for group " + group_ + " to become READY");
+    }
+    if (std::get_if<ReadyNotice>(&*msg) != nullptr) {
+      ready_ = true;
+      return OkStatus();
+    }
+    if (auto* f = std::get_if<GroupFailedNotice>(&*msg)) {
+      failure_ = PeerFailedError("group " + group_ + " failed: " + f->reason);
+      return failure_;
+    }
+    if (auto* e = std::get_if<ErrorReply>(&*msg)) {
+      Status s = FromError(*e);
+      if (s.code() == StatusCode::kPeerFailed) failure_ = s;
+      if (s.code() == StatusCode::kTimeout) {
+        // The broker freed our rank with its answer; the slot says so too.
+        StoreRelease(&segment_->slot(rank_)->left, 1u);
+        left_ = true;
+      }
+      return s;
+    }
+    return InternalError(Unexpected(*msg, "while waiting for READY"));
+  }
+}
+
+Status GroupMembership::MissingRanksTimeout() const {
+  std::vector<int> absent, unpublished;
+  const SegmentHeader* h = segment_->header();
+  for (int r = 0; r < world_size_; ++r) {
+    if (LoadAcquire(&segment_->slot(r)->published) != 0) continue;
+    (LoadAcquire(&h->joined_pid[r]) == 0 ? absent : unpublished).push_back(r);
+  }
+  return TimeoutError("group " + group_ + " not READY in time: ranks " + RankList(absent) +
+                      " never joined, ranks " + RankList(unpublished) +
+                      " joined but did not publish");
+}
+
+std::vector<MemberInfo> GroupMembership::Members() const {
+  std::vector<MemberInfo> out;
+  if (!ready_ || segment_ == nullptr) return out;
+  for (int r = 0; r < world_size_; ++r) {
+    const MemberSlot* s = segment_->slot(r);
+    MemberInfo info;
+    info.rank = r;
+    info.pid = s->pid;
+    info.device_id = ReadField(s->device_id, sizeof(s->device_id));
+    info.kind = static_cast<BlobKind>(s->kind);
+    std::memcpy(info.blob.data(), s->blob, kBlobBytes);
+    info.buffer_bytes = s->buffer_bytes;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+const volatile uint32_t* GroupMembership::abort_word() const {
+  return segment_ ? segment_->abort_word() : nullptr;
+}
+
+void* GroupMembership::abort_page() const { return segment_ ? segment_->abort_page() : nullptr; }
+
+void GroupMembership::PollBroker() {
+  if (broker_gone_ || conn_ == nullptr) return;
+  while (true) {
+    auto msg = conn_->Poll();
+    if (!msg.ok()) {
+      // A broker restart leaves a running group alone: the abort word, not the
+      // connection, carries failures on the data path.
+      broker_gone_ = true;
+      spdlog::warn("group {}: lost the broker connection ({}); the group keeps running",
+                   group_, msg.status().message());
+      return;
+    }
+    if (!msg->has_value()) return;
+    if (auto* f = std::get_if<GroupFailedNotice>(&**msg)) {
+      if (failure_.ok()) failure_ = PeerFailedError("group " + group_ + " failed: " + f->reason);
+    }
+  }
+}
+
+Status GroupMembership::Check() {
+  if (!failure_.ok()) return failure_;
+  if (segment_ == nullptr) return InvalidArgumentError("Check after Leave");
+  uint32_t word = LoadAcquire(segment_->abort_word());
+  if (word != kAbortNone) {
+    const SegmentHeader* h = segment_->header();
+    std::string reason;
+    if (LoadAcquire(&h->state) == static_cast<uint32_t>(GroupState::kFailed)) {
+      reason = ReadField(h->failure_reason, sizeof(h->failure_reason));
+    }
+    for (int r = 0; reason.empty() && r < world_size_; ++r) {
+      std::string why = ReadField(segment_->slot(r)->abort_reason,
+                                  sizeof(MemberSlot::abort_reason));
+      if (!why.empty()) reason = "rank " + std::to_string(r) + " aborted: " + why;
+    }
+    if (reason.empty()) reason = word == kAbortMemberDied ? "a member died" : "a member aborted";
+    failure_ = PeerFailedError("group " + group_ + " failed: " + reason);
+    return failure_;
+  }
+  PollBroker();
+  return failure_;
+}
+
+Status GroupMembership::RaiseAbort(std::string_view reason) {
+  if (segment_ == nullptr) return InvalidArgumentError("RaiseAbort after Leave");
+  MemberSlot* slot = segment_->slot(rank_);
+  CopyField(slot->abort_reason, sizeof(slot->abort_reason), reason);
+  uint32_t expected = kAbortNone;
+  __atomic_compare_exchange_n(segment_->abort_word(), &expected, kAbortRaised, false,
+                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (failure_.ok()) {
+    failure_ = PeerFailedError("group " + group_ + " aborted by rank " + std::to_string(rank_) +
+                               ": " + std::string(reason));
+  }
+  if (!broker_gone_) {
+    AbortRequest req;
+    req.reason = std::string(reason.substr(0, kMaxReasonBytes));
+    Status s = conn_->Send(req);
+    if (!s.ok()) spdlog::warn("group {}: could not tell the broker about the abort: {}", group_,
+                              s.message());
+  }
+  return OkStatus();
+}
+
+void GroupMembership::CountOp(int regime, uint64_t bytes) {
+  if (segment_ == nullptr || regime < 0 || regime >= kNumCodecs) return;
+  MemberSlot* slot = segment_->slot(rank_);
+  __atomic_fetch_add(&slot->ops[regime], uint64_t{1}, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&slot->bytes[regime], bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->last_progress_unix_ms, NowUnixMs(), __ATOMIC_RELAXED);
+}
+
+Status GroupMembership::Leave() {
+  if (left_) {
+    segment_.reset();
+    conn_.reset();
+    return OkStatus();
+  }
+  left_ = true;
+  if (segment_ != nullptr) StoreRelease(&segment_->slot(rank_)->left, 1u);
+  Status result;
+  if (conn_ != nullptr && !broker_gone_) {
+    Status s = conn_->Send(LeaveRequest{});
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (s.ok()) {
+      auto msg = conn_->Receive(deadline);
+      if (!msg.ok()) {
+        s = msg.status();
+        break;
+      }
+      if (std::get_if<LeaveOk>(&*msg) != nullptr) break;
+      // READY / GROUP_FAILED may still be in flight before LEAVE_OK.
+    }
+    if (!s.ok()) result = UnavailableError("telling the broker we left: " + s.message());
+  }
+  segment_.reset();
+  conn_.reset();
+  return result;
+}
+
+}  // namespace qr::ipc

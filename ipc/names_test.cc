@@ -1,0 +1,80 @@
+#include "ipc/names.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr::ipc {
+namespace {
+
+using ::qr::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(NamesTest, AcceptsTheAllowedAlphabet) {
+  EXPECT_OK(ValidateName("group", "tp-0.a_B9"));
+  EXPECT_OK(ValidateName("group", std::string(63, 'x')));
+}
+
+TEST(NamesTest, RefusesEmptyLongAndOddNames) {
+  EXPECT_THAT(ValidateName("group", ""), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateName("group", std::string(64, 'x')),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("1 to 63")));
+  EXPECT_THAT(ValidateName("group", "a/b"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateName("group", "a b"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateName("group", std::string("a\0b", 3)),
+              StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(NamesTest, WorldSizesAreTwoFourEight) {
+  for (int ws : {2, 4, 8}) EXPECT_OK(ValidateWorldSize(ws));
+  for (int ws : {-1, 0, 1, 3, 6, 16}) {
+    EXPECT_THAT(ValidateWorldSize(ws), StatusIs(StatusCode::kInvalidArgument));
+  }
+}
+
+TEST(NamesTest, DeviceIdsArePrintable) {
+  EXPECT_OK(ValidateDeviceId("0000:1b:00.0"));
+  EXPECT_OK(ValidateDeviceId("GPU-8f2a"));
+  EXPECT_THAT(ValidateDeviceId(""), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateDeviceId("a b"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateDeviceId(std::string(64, 'd')), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(NamesTest, SegmentNamesFollowTheScheme) {
+  EXPECT_EQ(SegmentName(1000, "tp0", 7), "/quickreduce-1000-tp0-7");
+  EXPECT_EQ(UserPrefix(0), "/quickreduce-0-");
+}
+
+TEST(NamesTest, SocketPathPrecedence) {
+  ::setenv("QR_BROKER_SOCKET", "/tmp/x/env.sock", 1);
+  ASSERT_OK_AND_ASSIGN(std::string p, ResolveSocketPath("/tmp/explicit.sock"));
+  EXPECT_EQ(p, "/tmp/explicit.sock");
+  ASSERT_OK_AND_ASSIGN(p, ResolveSocketPath(""));
+  EXPECT_EQ(p, "/tmp/x/env.sock");
+  ::unsetenv("QR_BROKER_SOCKET");
+  ::setenv("XDG_RUNTIME_DIR", "/run/user/5", 1);
+  ASSERT_OK_AND_ASSIGN(p, ResolveSocketPath(""));
+  EXPECT_EQ(p, "/run/user/5/quickreduce/broker.sock");
+  ::unsetenv("XDG_RUNTIME_DIR");
+  ASSERT_OK_AND_ASSIGN(p, ResolveSocketPath(""));
+  EXPECT_EQ(p, "/tmp/quickreduce-" + std::to_string(::getuid()) + "/broker.sock");
+  EXPECT_EQ(LockPathFor("/a/b.sock"), "/a/b.sock.lock");
+}
+
+TEST(NamesTest, RefusesSocketPathsThatDoNotFit) {
+  EXPECT_THAT(ResolveSocketPath("/" + std::string(200, 's')),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("107")));
+}
+
+TEST(NamesTest, ProcessAliveSeesSelfAndNotNonsense) {
+  EXPECT_TRUE(ProcessAlive(::getpid()));
+  EXPECT_FALSE(ProcessAlive(0));
+  EXPECT_FALSE(ProcessAlive(-5));
+  EXPECT_FALSE(ProcessAlive(0x3ffffff0));
+}
+
+}  // namespace
+}  // namespace qr::ipc

@@ -1,0 +1,154 @@
+#include "ipc/segment.h"
+
+#include <sys/stat.h>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <chrono>
+#include <cstring>
+#include <unistd.h>
+
+#include "common/status_macros.h"
+#include "common/syscall.h"
+#include "ipc/names.h"
+
+namespace qr::ipc {
+namespace bip = boost::interprocess;
+
+namespace {
+
+Status FromBoost(const bip::interprocess_exception& e, std::string_view what) {
+  int err = e.get_native_error();
+  if (err != 0) return ErrnoToStatus(err, what);
+  return InternalError(std::string(what) + ": " + e.what());
+}
+
+}  // namespace
+
+const char* GroupStateName(uint32_t state) {
+  switch (static_cast<GroupState>(state)) {
+    case GroupState::kInit:
+      return "INIT";
+    case GroupState::kReady:
+      return "READY";
+    case GroupState::kFailed:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+uint64_t NowUnixMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void CopyField(char* dst, size_t dst_bytes, std::string_view src) {
+  size_t n = std::min(src.size(), dst_bytes - 1);
+  std::memcpy(dst, src.data(), n);
+  std::memset(dst + n, 0, dst_bytes - n);
+}
+
+std::string ReadField(const char* src, size_t src_bytes) {
+  return std::string(src, strnlen(src, src_bytes));
+}
+
+GroupSegment::GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base,
+                           int world_size)
+    : name_(std::move(name)), mapping_(std::move(mapping)), base_(base), world_size_(world_size) {}
+
+GroupSegment::~GroupSegment() = default;
+
+StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
+  QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
+  const size_t bytes = SegmentBytes(p.world_size);
+  std::shared_ptr<bip::mapped_region> region;
+  try {
+    bip::permissions perm(0600);
+    bip::shared_memory_object shm(bip::create_only, p.name.c_str(), bip::read_write, perm);
+    try {
+      shm.truncate(static_cast<bip::offset_t>(bytes));
+      region = std::make_shared<bip::mapped_region>(shm, bip::read_write, 0, bytes);
+    } catch (const bip::interprocess_exception& e) {
+      bip::shared_memory_object::remove(p.name.c_str());
+      return FromBoost(e, "sizing shared memory " + p.name);
+    }
+  } catch (const bip::interprocess_exception& e) {
+    return FromBoost(e, "creating shared memory " + p.name);
+  }
+  void* base = region->get_address();
+  std::memset(base, 0, bytes);
+  auto* h = static_cast<SegmentHeader*>(base);
+  h->layout_version = kLayoutVersion;
+  h->world_size = static_cast<uint32_t>(p.world_size);
+  h->generation = p.generation;
+  h->state = static_cast<uint32_t>(GroupState::kInit);
+  h->uid = ::getuid();
+  h->broker_pid = ::getpid();
+  h->buffer_bytes = p.buffer_bytes;
+  h->created_unix_ms = NowUnixMs();
+  CopyField(h->group, sizeof(h->group), p.group);
+  StoreRelease(&h->magic, kSegmentMagic);
+  return std::unique_ptr<GroupSegment>(
+      new GroupSegment(p.name, std::move(region), base, p.world_size));
+}
+
+StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name) {
+  std::string n(name);
+  std::shared_ptr<bip::mapped_region> region;
+  try {
+    bip::shared_memory_object shm(bip::open_only, n.c_str(), bip::read_write);
+    bip::offset_t size = 0;
+    if (!shm.get_size(size) || size < static_cast<bip::offset_t>(SegmentBytes(2))) {
+      return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
+                                  std::to_string(size) + ")");
+    }
+    region = std::make_shared<bip::mapped_region>(shm, bip::read_write, 0,
+                                                  static_cast<size_t>(size));
+  } catch (const bip::interprocess_exception& e) {
+    return FromBoost(e, "opening shared memory " + n);
+  }
+  void* base = region->get_address();
+  auto* h = static_cast<SegmentHeader*>(base);
+  if (LoadAcquire(&h->magic) != kSegmentMagic) {
+    return InvalidArgumentError(n + " is not a quickreduce group segment (bad magic)");
+  }
+  if (h->layout_version != kLayoutVersion) {
+    return InvalidArgumentError(n + " has layout version " + std::to_string(h->layout_version) +
+                                ", this build reads " + std::to_string(kLayoutVersion));
+  }
+  int ws = static_cast<int>(h->world_size);
+  if (!ValidateWorldSize(ws).ok() || region->get_size() < SegmentBytes(ws)) {
+    return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws));
+  }
+  return std::unique_ptr<GroupSegment>(new GroupSegment(n, std::move(region), base, ws));
+}
+
+Status GroupSegment::Remove(std::string_view name) {
+  std::string n(name);
+  if (n.empty() || n[0] != '/') n = "/" + n;
+  if (::shm_unlink(n.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoToStatus(errno, "shm_unlink " + n);
+  }
+  return OkStatus();
+}
+
+std::vector<int32_t> GroupSegment::LiveOwners() const {
+  std::vector<int32_t> owners;
+  const SegmentHeader* h = header();
+  for (int r = 0; r < world_size_; ++r) {
+    const MemberSlot* s = slot(r);
+    if (LoadAcquire(&s->left) != 0) continue;
+    int32_t pid = LoadAcquire(&s->published) != 0 ? s->pid : LoadAcquire(&h->joined_pid[r]);
+    if (ProcessAlive(pid)) owners.push_back(pid);
+  }
+  if (LoadAcquire(&h->state) == static_cast<uint32_t>(GroupState::kInit) &&
+      ProcessAlive(h->broker_pid)) {
+    owners.push_back(h->broker_pid);
+  }
+  return owners;
+}
+
+}  // namespace qr::ipc

@@ -1,0 +1,151 @@
+#include "ipc/segment.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ipc/gc.h"
+#include "ipc/names.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr::ipc {
+namespace {
+
+using ::qr::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+std::string Unique(const std::string& base) {
+  return base + "-" + std::to_string(::getpid());
+}
+
+GroupSegment::CreateParams Params(const std::string& group, uint64_t gen) {
+  GroupSegment::CreateParams p;
+  p.group = group;
+  p.name = SegmentName(::getuid(), group, gen);
+  p.world_size = 4;
+  p.generation = gen;
+  p.buffer_bytes = 4096;
+  return p;
+}
+
+void CreateDataObject(const std::string& name) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+}
+
+bool Exists(const std::string& name) {
+  struct stat st{};
+  return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+TEST(SegmentTest, CreateOpenRoundTripAndMode0600) {
+  auto p = Params(Unique("seg"), 1);
+  ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
+  struct stat st{};
+  ASSERT_EQ(::stat(("/dev/shm" + p.name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), SegmentBytes(4));
+  ASSERT_OK_AND_ASSIGN(auto again, GroupSegment::Open(p.name));
+  EXPECT_EQ(again->world_size(), 4);
+  EXPECT_EQ(again->header()->generation, 1u);
+  EXPECT_EQ(ReadField(again->header()->group, 64), p.group);
+  // Both mappings see one memory.
+  seg->slot(2)->pid = 77;
+  EXPECT_EQ(again->slot(2)->pid, 77);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->abort_page()) % kPageBytes, 0u);
+  ASSERT_OK(GroupSegment::Remove(p.name));
+  EXPECT_FALSE(Exists(p.name));
+}
+
+TEST(SegmentTest, CreateRefusesATakenName) {
+  auto p = Params(Unique("taken"), 1);
+  ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
+  EXPECT_THAT(GroupSegment::Create(p), StatusIs(StatusCode::kAlreadyExists));
+  ASSERT_OK(GroupSegment::Remove(p.name));
+}
+
+TEST(SegmentTest, OpenRefusesMissingAndForeignObjects) {
+  EXPECT_THAT(GroupSegment::Open("/quickreduce-nonexistent-xyz"),
+              StatusIs(StatusCode::kUnavailable));
+  std::string junk = UserPrefix(::getuid()) + Unique("junk");
+  int fd = ::shm_open(junk.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 16384), 0);
+  ::close(fd);
+  EXPECT_THAT(GroupSegment::Open(junk), StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_OK(GroupSegment::Remove(junk));
+  EXPECT_OK(GroupSegment::Remove(junk));  // removing twice is fine
+}
+
+TEST(SegmentTest, OwnersAreLivingUnleftMembers) {
+  auto p = Params(Unique("owners"), 1);
+  ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
+  // INIT: the creating broker (this process) keeps it.
+  EXPECT_THAT(seg->LiveOwners(), ElementsAre(::getpid()));
+  seg->header()->state = static_cast<uint32_t>(GroupState::kReady);
+  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
+  seg->header()->joined_pid[1] = ::getpid();
+  EXPECT_THAT(seg->LiveOwners(), ElementsAre(::getpid()));
+  seg->slot(1)->left = 1;
+  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
+  // A dead (reaped) pid is no owner.
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  seg->slot(2)->pid = child;
+  seg->slot(2)->published = 1;
+  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
+  ASSERT_OK(GroupSegment::Remove(p.name));
+}
+
+TEST(SegmentTest, SweepRemovesStaleSegmentsWithTheirDataObjectsOnly) {
+  const uint32_t uid = ::getuid();
+  std::string a = Unique("sweep");
+  // Group "a" generation 1 is stale; group "a-1-x" generation 2 is live and
+  // its name starts with "a"'s segment name: ownership must not be confused.
+  auto pa = Params(a, 1);
+  auto pb = Params(a + "-1-x", 2);
+  ASSERT_OK_AND_ASSIGN(auto sa, GroupSegment::Create(pa));
+  ASSERT_OK_AND_ASSIGN(auto sb, GroupSegment::Create(pb));
+  sa->header()->state = static_cast<uint32_t>(GroupState::kReady);  // no owners
+  CreateDataObject(pa.name + "-rank0");
+  CreateDataObject(pb.name + "-rank0");
+  SweepResult dry = SweepStale(uid, /*dry_run=*/true);
+  EXPECT_THAT(dry.removed, Contains(pa.name));
+  EXPECT_THAT(dry.removed, Contains(pa.name + "-rank0"));
+  EXPECT_TRUE(Exists(pa.name));
+  SweepResult r = SweepStale(uid, /*dry_run=*/false);
+  EXPECT_THAT(r.removed, Contains(pa.name));
+  EXPECT_THAT(r.removed, Not(Contains(pb.name)));
+  EXPECT_THAT(r.removed, Not(Contains(pb.name + "-rank0")));
+  EXPECT_THAT(r.live_segments, Contains(pb.name));
+  EXPECT_FALSE(Exists(pa.name));
+  EXPECT_FALSE(Exists(pa.name + "-rank0"));
+  EXPECT_TRUE(Exists(pb.name + "-rank0"));
+  ASSERT_OK(RemoveGroupObjects(pb.name));
+  EXPECT_FALSE(Exists(pb.name));
+  EXPECT_FALSE(Exists(pb.name + "-rank0"));
+}
+
+TEST(SegmentTest, KeptSegmentsAreNotSwept) {
+  auto p = Params(Unique("kept"), 1);
+  ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
+  seg->header()->state = static_cast<uint32_t>(GroupState::kFailed);
+  SweepResult r = SweepStale(::getuid(), false, {p.name});
+  EXPECT_THAT(r.removed, Not(Contains(p.name)));
+  EXPECT_TRUE(Exists(p.name));
+  ASSERT_OK(GroupSegment::Remove(p.name));
+}
+
+}  // namespace
+}  // namespace qr::ipc
