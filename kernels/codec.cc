@@ -34,7 +34,9 @@ void QuantizeBlock(Codec codec, DType work, const uint16_t* values, uint16_t sca
   }
   const float d = ToFloat(work, scale) * ScaleFactor(codec);
   const float e = 1.0f / d;
-  const float lo = static_cast<float>(-q);
+  // Symmetric range: ±a maps to ±(Q - 0.5) and is clamped to ±(Q - 1), so a
+  // decoded value never exceeds a (no fp32 overflow next to bf16's max).
+  const float lo = static_cast<float>(1 - q);
   const float hi = static_cast<float>(q - 1);
   for (int j = 0; j < kBlockElems; ++j) {
     const float v = ToFloat(work, values[j]) * e;

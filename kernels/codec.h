@@ -30,7 +30,8 @@
 // (a value of the work dtype, so exact), or 0 for a zero/negligible block, or
 // the canonical NaN for a block holding inf/NaN. Scale arithmetic is fp32:
 //   Q = 2^(bits-1); c = (float)(1 / (Q - 0.5)); d = a * c; e = 1.0f / d;
-//   code k = clamp(rint(x * e), -Q, Q - 1); u = k + Q;  decode x' = (float)k * d.
+//   code k = clamp(rint(x * e), -(Q - 1), Q - 1); u = k + Q (so u is never 0);
+//   decode x' = (float)(u - Q) * d.
 // Every operation is a single IEEE fp32 operation rounded to nearest even
 // (no FMA contraction, no fast-math reciprocal, denormals kept).
 //
@@ -55,7 +56,7 @@ inline constexpr int kAtomRowElems = kAtomRowAtoms * kAtomElems;   // 2048
 inline constexpr int kAtomRowBlocks = kAtomRowElems / kBlockElems; // 64
 inline constexpr int kScaleBytes = 2;
 
-// Q: the code of value 0 is Q and codes span [0, 2Q-1]. 0 for kFp.
+// Q: the code of value 0 is Q and codes span [1, 2Q-1]. 0 for kFp.
 constexpr int CodeBias(Codec codec) {
   return codec == Codec::kFp ? 0 : 1 << (CodecBits(codec) - 1);
 }
