@@ -1,0 +1,780 @@
+#include "ipc/broker/server.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "common/syscall.h"
+#include "ipc/gc.h"
+#include "ipc/group_client.h"
+#include "ipc/names.h"
+#include "ipc/segment.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace qr::broker {
+
+using ipc::GroupState;
+using ipc::LoadAcquire;
+using ipc::StoreRelease;
+using Clock = std::chrono::steady_clock;
+using Socket = asio::local::stream_protocol::socket;
+
+namespace {
+
+constexpr std::chrono::seconds kCloseLinger{2};
+constexpr const char* kCodecNames[ipc::kNumCodecs] = {"FP", "INT8", "INT6", "INT4", "INT3"};
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+double SecondsSince(uint64_t unix_ms) {
+  uint64_t now = ipc::NowUnixMs();
+  return unix_ms == 0 || unix_ms > now ? 0.0 : static_cast<double>(now - unix_ms) / 1000.0;
+}
+
+}  // namespace
+
+// One client connection. Owned by Server::sessions_ until it is finished.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server* server, Socket socket, asio::io_context& io)
+      : server_(server), socket_(std::move(socket)), linger_(io) {}
+
+  void Start() { Read(); }
+
+  void Send(const ipc::Message& m) {
+    if (finished_ || closing_) return;
+    auto frame = ipc::EncodeFrame(m);
+    if (!frame.ok()) {
+      spdlog::error("cannot encode a reply: {}", frame.status().ToString());
+      return;
+    }
+    out_.push_back(std::move(*frame));
+    if (!writing_) Write();
+  }
+
+  // Sends what is queued, then half-closes and drops what the peer still
+  // sends until it closes (so the peer reads our last frame instead of a
+  // reset), for at most kCloseLinger.
+  void CloseAfterWrites() {
+    if (finished_ || closing_) return;
+    closing_ = true;
+    auto self = shared_from_this();
+    linger_.expires_after(kCloseLinger);
+    linger_.async_wait([self](const std::error_code& ec) {
+      if (!ec) self->Finish();
+    });
+    if (!writing_) HalfClose();
+  }
+
+  void Finish() {
+    if (finished_) return;
+    finished_ = true;
+    std::error_code ec;
+    linger_.cancel();
+    socket_.shutdown(Socket::shutdown_both, ec);
+    socket_.close(ec);
+    server_->OnDisconnect(shared_from_this());
+  }
+
+  Socket& socket() { return socket_; }
+  bool finished() const { return finished_; }
+
+  int32_t pid = 0;
+  uint32_t uid = 0;
+  std::string group;  // set while this connection holds a rank
+  int rank = -1;
+
+ private:
+  void Read() {
+    auto self = shared_from_this();
+    socket_.async_read_some(asio::buffer(buf_),
+                            [self](const std::error_code& ec, size_t n) { self->OnRead(ec, n); });
+  }
+
+  void OnRead(const std::error_code& ec, size_t n) {
+    if (finished_) return;
+    if (ec) {
+      Finish();
+      return;
+    }
+    if (closing_) {  // draining what the peer still sends
+      Read();
+      return;
+    }
+    in_.insert(in_.end(), buf_.data(), buf_.data() + n);
+    auto self = shared_from_this();
+    while (!closing_ && !finished_) {
+      size_t consumed = 0;
+      auto m = ipc::TryDecodeFrame(in_.data(), in_.size(), &consumed);
+      if (!m.ok()) {
+        spdlog::warn("pid {}: bad frame: {}", pid, m.status().ToString());
+        Send(ipc::ErrorReply{static_cast<uint32_t>(m.status().code()),
+                             m.status().message().substr(0, ipc::kMaxMessageBytes)});
+        CloseAfterWrites();
+        break;
+      }
+      if (!m->has_value()) break;
+      in_.erase(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(consumed));
+      server_->OnMessage(self, std::move(**m));
+    }
+    if (!finished_) Read();
+  }
+
+  void Write() {
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(out_.front()),
+                      [self](const std::error_code& ec, size_t) { self->OnWrite(ec); });
+  }
+
+  void OnWrite(const std::error_code& ec) {
+    writing_ = false;
+    if (finished_) return;
+    if (ec) {
+      Finish();
+      return;
+    }
+    out_.pop_front();
+    if (!out_.empty()) {
+      Write();
+    } else if (closing_) {
+      HalfClose();
+    }
+  }
+
+  void HalfClose() {
+    std::error_code ec;
+    socket_.shutdown(Socket::shutdown_send, ec);
+  }
+
+  Server* server_;
+  Socket socket_;
+  asio::steady_timer linger_;
+  std::array<uint8_t, 8192> buf_{};
+  std::vector<uint8_t> in_;
+  std::deque<std::vector<uint8_t>> out_;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+};
+
+struct Member {
+  std::shared_ptr<Session> session;  // null for adopted groups
+  int32_t pid = 0;
+  std::string device;
+  bool published = false;
+  Clock::time_point deadline{};
+  uint32_t timeout_ms = 0;
+};
+
+struct Group {
+  std::string name;
+  uint64_t generation = 0;
+  int world_size = 0;
+  uint64_t buffer_bytes = 0;
+  std::unique_ptr<ipc::GroupSegment> seg;
+  std::vector<std::optional<Member>> members;
+  bool adopted = false;
+
+  uint32_t state() const { return LoadAcquire(&seg->header()->state); }
+  bool Empty() const {
+    for (const auto& m : members) {
+      if (m.has_value()) return false;
+    }
+    return true;
+  }
+  std::string Describe() const {
+    return "group " + name + " (generation " + std::to_string(generation) + ")";
+  }
+};
+
+Server::Server(asio::io_context& io, ServerOptions options)
+    : io_(io),
+      options_(std::move(options)),
+      acceptor_(io),
+      signals_(io),
+      timer_(io),
+      started_(Clock::now()) {}
+
+Server::~Server() { Stop(); }
+
+StatusOr<std::unique_ptr<Server>> Server::Start(asio::io_context& io, ServerOptions options) {
+  std::unique_ptr<Server> server(new Server(io, std::move(options)));
+  QR_RETURN_IF_ERROR(server->Listen());
+  server->Accept();
+  server->Tick();
+  return server;
+}
+
+Status Server::Listen() {
+  const std::string& path = options_.socket_path;
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty()) {
+    if (::mkdir(dir.c_str(), 0700) == 0) {
+      spdlog::info("created {}", dir);
+    } else if (errno != EEXIST) {
+      return ErrnoToStatus(errno, "mkdir " + dir);
+    }
+    // The default directory is ours alone; a directory of another user there
+    // could let them replace our socket.
+    if (path == ipc::DefaultSocketPath()) {
+      struct stat st{};
+      QR_SYS_RETURN_IF_ERROR(::stat(dir.c_str(), &st));
+      if (st.st_uid != ::getuid()) {
+        return UnavailableError(dir + " belongs to uid " + std::to_string(st.st_uid) +
+                                ", not to us; remove it");
+      }
+      QR_SYS_RETURN_IF_ERROR(::chmod(dir.c_str(), 0700));
+    }
+  }
+  std::string lock_path = ipc::LockPathFor(path);
+  QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + lock_path, [&] {
+                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                      }));
+  lock_fd_.reset(raw);
+  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return AlreadyExistsError("another broker is running for " + path + " (it holds " +
+                                lock_path + ")");
+    }
+    return ErrnoToStatus(errno, "flock " + lock_path);
+  }
+
+  // We hold the lock, so any socket file there is a dead broker's.
+  ::unlink(path.c_str());
+  ipc::SweepResult sweep = ipc::SweepStale(::getuid(), /*dry_run=*/false);
+  for (const auto& name : sweep.removed) spdlog::info("removed stale shm object {}", name);
+  for (const auto& err : sweep.errors) spdlog::warn("could not remove {}", err);
+  Adopt();
+
+  std::error_code ec;
+  asio::local::stream_protocol::endpoint ep(path);
+  acceptor_.open(ep.protocol(), ec);
+  if (ec) return InternalError("socket: " + ec.message());
+  // umask, not chmod after bind, so the socket is never briefly open to others.
+  mode_t old = ::umask(0177);
+  acceptor_.bind(ep, ec);
+  ::umask(old);
+  if (ec) return UnavailableError("bind " + path + ": " + ec.message());
+  acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return InternalError("listen " + path + ": " + ec.message());
+  spdlog::info("qr-broker {} (protocol {}) pid {} listening on {}", kBrokerVersion,
+               ipc::kProtocolVersion, ::getpid(), path);
+  return OkStatus();
+}
+
+void Server::Adopt() {
+  for (const std::string& name : ipc::ListUserObjects(::getuid())) {
+    auto seg = ipc::GroupSegment::Open(name);
+    if (!seg.ok()) continue;
+    ipc::SegmentHeader* h = (*seg)->header();
+    auto g = std::make_unique<Group>();
+    g->name = ipc::ReadField(h->group, sizeof(h->group));
+    g->generation = h->generation;
+    g->world_size = (*seg)->world_size();
+    g->buffer_bytes = h->buffer_bytes;
+    g->adopted = true;
+    g->members.resize(static_cast<size_t>(g->world_size));
+    if (ipc::SegmentName(::getuid(), g->name, g->generation) != name ||
+        groups_.count(g->name) != 0) {
+      continue;  // not a name this broker could have made
+    }
+    uint64_t& last = last_generation_[g->name];
+    last = std::max(last, g->generation);
+    for (int r = 0; r < g->world_size; ++r) {
+      ipc::MemberSlot* slot = (*seg)->slot(r);
+      if (LoadAcquire(&slot->left) != 0) continue;
+      int32_t pid =
+          LoadAcquire(&slot->published) != 0 ? slot->pid : LoadAcquire(&h->joined_pid[r]);
+      if (pid <= 0) continue;
+      Member m;
+      m.pid = pid;
+      m.device = ipc::ReadField(slot->device_id, sizeof(slot->device_id));
+      m.published = LoadAcquire(&slot->published) != 0;
+      g->members[static_cast<size_t>(r)] = std::move(m);
+    }
+    h->broker_pid = ::getpid();
+    g->seg = std::move(*seg);
+    spdlog::info("adopted {} in state {} from an earlier broker", g->Describe(),
+                 ipc::GroupStateName(g->state()));
+    std::string key = g->name;
+    Group& ref = *g;
+    groups_[key] = std::move(g);
+    // Its members lost their connections with the old broker mid-formation.
+    if (ref.state() == static_cast<uint32_t>(GroupState::kInit)) {
+      Fail(ref, "the broker restarted while the group was forming", ipc::kAbortMemberDied);
+    }
+  }
+}
+
+void Server::StopOnSignals() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](const std::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: shutting down; running groups are left alone", sig);
+    Stop();
+  });
+}
+
+void Server::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  std::error_code ec;
+  acceptor_.close(ec);
+  signals_.cancel(ec);
+  timer_.cancel();
+  std::vector<std::shared_ptr<Session>> all;
+  for (auto& [ptr, s] : sessions_) all.push_back(s);
+  for (auto& s : all) s->Finish();
+  sessions_.clear();
+  groups_.clear();  // unmaps; the segments stay for the members
+  ::unlink(options_.socket_path.c_str());
+  lock_fd_.reset();
+}
+
+void Server::Accept() {
+  acceptor_.async_accept([this](const std::error_code& ec, Socket socket) {
+    if (stopped_) return;
+    if (ec) {
+      spdlog::warn("accept: {}", ec.message());
+    } else {
+      auto s = std::make_shared<Session>(this, std::move(socket), io_);
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      if (::getsockopt(s->socket().native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        spdlog::warn("SO_PEERCRED: {}", std::strerror(errno));
+        cred.uid = static_cast<uid_t>(-1);
+      }
+      s->pid = cred.pid;
+      s->uid = cred.uid;
+      sessions_[s.get()] = s;
+      s->Start();
+      if (cred.uid != ::getuid()) {
+        spdlog::warn("refused pid {} of uid {}: this broker serves uid {}", cred.pid, cred.uid,
+                     ::getuid());
+        Refuse(s, UnavailableError("this broker serves uid " + std::to_string(::getuid()) +
+                                   " only; uid " + std::to_string(cred.uid) +
+                                   " must run its own broker"));
+      }
+    }
+    Accept();
+  });
+}
+
+void Server::Tick() {
+  if (stopped_) return;
+  auto now = Clock::now();
+  std::vector<std::string> names;
+  for (auto& [name, g] : groups_) names.push_back(name);
+  for (const std::string& name : names) {
+    auto it = groups_.find(name);
+    if (it == groups_.end()) continue;
+    Group& g = *it->second;
+    if (g.adopted) {
+      for (int r = 0; r < g.world_size; ++r) {
+        auto& m = g.members[static_cast<size_t>(r)];
+        if (!m.has_value()) continue;
+        if (LoadAcquire(&g.seg->slot(r)->left) != 0) {
+          Release(g, r);
+        } else if (!ipc::ProcessAlive(m->pid)) {
+          Fail(g, "rank " + std::to_string(r) + " (pid " + std::to_string(m->pid) +
+                      ") died", ipc::kAbortMemberDied);
+          Release(g, r);
+        }
+      }
+    } else if (g.state() == static_cast<uint32_t>(GroupState::kInit)) {
+      std::vector<int> absent, unpublished;
+      for (int r = 0; r < g.world_size; ++r) {
+        const auto& m = g.members[static_cast<size_t>(r)];
+        if (!m.has_value()) {
+          absent.push_back(r);
+        } else if (!m->published) {
+          unpublished.push_back(r);
+        }
+      }
+      for (int r = 0; r < g.world_size; ++r) {
+        auto& m = g.members[static_cast<size_t>(r)];
+        if (!m.has_value() || !m->session || now < m->deadline) continue;
+        std::string msg = g.Describe() + " not READY after " + std::to_string(m->timeout_ms) +
+                          " ms: ranks " + RankList(absent) + " never joined, ranks " +
+                          RankList(unpublished) + " joined but did not publish";
+        spdlog::warn("rank {} (pid {}) timed out: {}", r, m->pid, msg);
+        std::shared_ptr<Session> s = m->session;
+        s->group.clear();
+        s->rank = -1;
+        Release(g, r);
+        Refuse(s, TimeoutError(msg));
+      }
+    }
+    MaybeDestroy(name);
+  }
+  timer_.expires_after(options_.tick);
+  timer_.async_wait([this](const std::error_code& ec) {
+    if (!ec) Tick();
+  });
+}
+
+void Server::Refuse(const std::shared_ptr<Session>& s, const Status& status) {
+  s->Send(ipc::ErrorReply{static_cast<uint32_t>(status.code()),
+                          status.message().substr(0, ipc::kMaxMessageBytes)});
+  s->CloseAfterWrites();
+}
+
+void Server::OnMessage(const std::shared_ptr<Session>& s, ipc::Message m) {
+  if (stopped_) return;
+  if (auto* join = std::get_if<ipc::JoinRequest>(&m)) {
+    HandleJoin(s, *join);
+  } else if (std::holds_alternative<ipc::PublishedNotice>(m)) {
+    HandlePublished(s);
+  } else if (std::holds_alternative<ipc::LeaveRequest>(m)) {
+    HandleLeave(s);
+  } else if (auto* abort = std::get_if<ipc::AbortRequest>(&m)) {
+    HandleAbort(s, *abort);
+  } else if (std::holds_alternative<ipc::StatusRequest>(m)) {
+    std::string json = StatusJson();
+    if (json.size() > ipc::kMaxFrameBytes - 64) {
+      Refuse(s, UnavailableError("status document too large"));
+    } else {
+      s->Send(ipc::StatusReply{std::move(json)});
+    }
+  } else {
+    Refuse(s, InvalidArgumentError(std::string(ipc::MessageTypeName(
+                                       static_cast<uint16_t>(ipc::TypeOf(m)))) +
+                                   " is a broker-to-client message"));
+  }
+}
+
+void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinRequest& req) {
+  if (!s->group.empty()) {
+    Refuse(s, InvalidArgumentError("this connection already holds rank " +
+                                   std::to_string(s->rank) + " of group " + s->group));
+    return;
+  }
+  const int rank = static_cast<int>(req.rank);
+  const int ws = static_cast<int>(req.world_size);
+  auto it = groups_.find(req.group);
+  Group* g = it == groups_.end() ? nullptr : it->second.get();
+  if (g != nullptr) {
+    uint32_t state = g->state();
+    if (g->adopted) {
+      Refuse(s, AlreadyExistsError(g->Describe() + " is " + ipc::GroupStateName(state) +
+                                   " and runs without the broker (adopted after a broker "
+                                   "restart); wait until its members leave"));
+      return;
+    }
+    if (state == static_cast<uint32_t>(GroupState::kFailed)) {
+      Refuse(s, PeerFailedError(
+                    g->Describe() + " FAILED (" +
+                    ipc::ReadField(g->seg->header()->failure_reason, 256) +
+                    "); the name can be joined again once all its members have left"));
+      return;
+    }
+    if (state == static_cast<uint32_t>(GroupState::kReady)) {
+      Refuse(s, AlreadyExistsError(g->Describe() + " is READY with all " +
+                                   std::to_string(g->world_size) + " ranks"));
+      return;
+    }
+    if (ws != g->world_size) {
+      Refuse(s, InvalidArgumentError("world size " + std::to_string(ws) + " does not match " +
+                                     g->Describe() + "'s world size " +
+                                     std::to_string(g->world_size)));
+      return;
+    }
+    if (req.buffer_bytes != g->buffer_bytes) {
+      Refuse(s, InvalidArgumentError("buffer geometry " + std::to_string(req.buffer_bytes) +
+                                     " bytes does not match " + g->Describe() + "'s " +
+                                     std::to_string(g->buffer_bytes) + " bytes"));
+      return;
+    }
+    const auto& holder = g->members[static_cast<size_t>(rank)];
+    if (holder.has_value()) {
+      Refuse(s, AlreadyExistsError("rank " + std::to_string(rank) + " of " + g->Describe() +
+                                   " is taken by pid " + std::to_string(holder->pid)));
+      return;
+    }
+    if (req.device_id != ipc::kDeviceHost) {
+      for (int r = 0; r < g->world_size; ++r) {
+        const auto& m = g->members[static_cast<size_t>(r)];
+        if (m.has_value() && m->device == req.device_id) {
+          Refuse(s, AlreadyExistsError("device " + req.device_id + " is already rank " +
+                                       std::to_string(r) + " of " + g->Describe() +
+                                       " (two ranks cannot share one GPU)"));
+          return;
+        }
+      }
+    }
+  } else {
+    auto group = std::make_unique<Group>();
+    group->name = req.group;
+    group->world_size = ws;
+    group->buffer_bytes = req.buffer_bytes;
+    group->members.resize(static_cast<size_t>(ws));
+    uint64_t gen = last_generation_[req.group];
+    Status last_error;
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      ++gen;
+      ipc::GroupSegment::CreateParams p;
+      p.name = ipc::SegmentName(::getuid(), req.group, gen);
+      p.group = req.group;
+      p.world_size = ws;
+      p.generation = gen;
+      p.buffer_bytes = req.buffer_bytes;
+      auto seg = ipc::GroupSegment::Create(p);
+      if (seg.ok()) {
+        group->seg = std::move(*seg);
+        break;
+      }
+      last_error = seg.status();
+      if (last_error.code() != StatusCode::kAlreadyExists) break;
+    }
+    if (group->seg == nullptr) {
+      spdlog::error("cannot create a segment for group {}: {}", req.group,
+                    last_error.ToString());
+      Refuse(s, last_error.WithContext("creating the segment of group " + req.group));
+      return;
+    }
+    last_generation_[req.group] = gen;
+    group->generation = gen;
+    spdlog::info("{} created for world size {} ({})", group->Describe(), ws,
+                 group->seg->name());
+    g = group.get();
+    groups_[req.group] = std::move(group);
+  }
+  Member m;
+  m.session = s;
+  m.pid = s->pid;
+  m.device = req.device_id;
+  m.timeout_ms = req.timeout_ms;
+  m.deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  g->members[static_cast<size_t>(rank)] = std::move(m);
+  StoreRelease(&g->seg->header()->joined_pid[rank], static_cast<int32_t>(s->pid));
+  s->group = req.group;
+  s->rank = rank;
+  spdlog::info("pid {} joined {} as rank {}/{} on device {}", s->pid, g->Describe(), rank, ws,
+               req.device_id);
+  s->Send(ipc::JoinOk{g->seg->name(), g->generation, req.rank, static_cast<int32_t>(::getpid())});
+}
+
+void Server::HandlePublished(const std::shared_ptr<Session>& s) {
+  auto it = groups_.find(s->group);
+  if (s->group.empty() || it == groups_.end()) {
+    Refuse(s, InvalidArgumentError("PUBLISHED before JOIN"));
+    return;
+  }
+  Group& g = *it->second;
+  auto& m = g.members[static_cast<size_t>(s->rank)];
+  const ipc::MemberSlot* slot = g.seg->slot(s->rank);
+  if (LoadAcquire(&slot->published) == 0) {
+    Refuse(s, InvalidArgumentError("PUBLISHED but slot " + std::to_string(s->rank) +
+                                   " of " + g.Describe() + " is not published"));
+    return;
+  }
+  m->published = true;
+  if (g.state() != static_cast<uint32_t>(GroupState::kInit)) return;
+  for (const auto& other : g.members) {
+    if (!other.has_value() || !other->published) return;
+  }
+  ipc::SegmentHeader* h = g.seg->header();
+  StoreRelease(&h->ready_unix_ms, ipc::NowUnixMs());
+  StoreRelease(&h->state, static_cast<uint32_t>(GroupState::kReady));
+  spdlog::info("{} is READY", g.Describe());
+  for (auto& other : g.members) other->session->Send(ipc::ReadyNotice{g.generation});
+}
+
+void Server::HandleLeave(const std::shared_ptr<Session>& s) {
+  auto it = groups_.find(s->group);
+  if (!s->group.empty() && it != groups_.end()) {
+    Group& g = *it->second;
+    spdlog::info("rank {} (pid {}) left {}", s->rank, s->pid, g.Describe());
+    int rank = s->rank;
+    std::string name = s->group;
+    s->group.clear();
+    s->rank = -1;
+    Release(g, rank);
+    MaybeDestroy(name);
+  }
+  s->Send(ipc::LeaveOk{});
+  s->CloseAfterWrites();
+}
+
+void Server::HandleAbort(const std::shared_ptr<Session>& s, const ipc::AbortRequest& req) {
+  auto it = groups_.find(s->group);
+  if (s->group.empty() || it == groups_.end()) {
+    Refuse(s, InvalidArgumentError("ABORT before JOIN"));
+    return;
+  }
+  Fail(*it->second, "rank " + std::to_string(s->rank) + " (pid " + std::to_string(s->pid) +
+                        ") aborted: " + req.reason,
+       ipc::kAbortRaised);
+}
+
+void Server::Fail(Group& g, const std::string& reason, uint32_t abort_code) {
+  ipc::SegmentHeader* h = g.seg->header();
+  uint32_t expected = ipc::kAbortNone;
+  __atomic_compare_exchange_n(g.seg->abort_word(), &expected, abort_code, false,
+                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (g.state() == static_cast<uint32_t>(GroupState::kFailed)) return;
+  ipc::CopyField(h->failure_reason, sizeof(h->failure_reason), reason);
+  StoreRelease(&h->failed_unix_ms, ipc::NowUnixMs());
+  StoreRelease(&h->state, static_cast<uint32_t>(GroupState::kFailed));
+  spdlog::warn("{} FAILED: {}", g.Describe(), reason);
+  for (auto& m : g.members) {
+    if (m.has_value() && m->session) {
+      m->session->Send(ipc::GroupFailedNotice{reason.substr(0, ipc::kMaxReasonBytes)});
+    }
+  }
+}
+
+void Server::Release(Group& g, int rank) {
+  g.members[static_cast<size_t>(rank)].reset();
+  StoreRelease(&g.seg->header()->joined_pid[rank], 0);
+}
+
+void Server::MaybeDestroy(const std::string& name) {
+  auto it = groups_.find(name);
+  if (it == groups_.end() || !it->second->Empty()) return;
+  std::string seg_name = it->second->seg->name();
+  spdlog::info("{} ended; removing {} and its data objects", it->second->Describe(), seg_name);
+  groups_.erase(it);
+  Status s = ipc::RemoveGroupObjects(seg_name);
+  if (!s.ok()) spdlog::warn("{}", s.ToString());
+}
+
+void Server::OnDisconnect(const std::shared_ptr<Session>& s) {
+  sessions_.erase(s.get());
+  if (stopped_ || s->group.empty()) return;
+  auto it = groups_.find(s->group);
+  if (it == groups_.end()) return;
+  Group& g = *it->second;
+  int rank = s->rank;
+  std::string name = s->group;
+  s->group.clear();
+  s->rank = -1;
+  Fail(g, "rank " + std::to_string(rank) + " (pid " + std::to_string(s->pid) +
+              ") disconnected without leaving",
+       ipc::kAbortMemberDied);
+  Release(g, rank);
+  MaybeDestroy(name);
+}
+
+std::string Server::StatusJson() const {
+  using nlohmann::json;
+  json doc;
+  doc["schema_version"] = 1;
+  doc["broker"] = {
+      {"pid", ::getpid()},
+      {"uid", ::getuid()},
+      {"uptime_s",
+       std::chrono::duration<double>(Clock::now() - started_).count()},
+      {"socket", options_.socket_path},
+      {"version", kBrokerVersion},
+      {"protocol_version", ipc::kProtocolVersion},
+  };
+  json groups = json::array();
+  json problems = json::array();
+  std::set<std::string> ours;
+  for (const auto& [name, gp] : groups_) {
+    const Group& g = *gp;
+    const ipc::SegmentHeader* h = g.seg->header();
+    ours.insert(g.seg->name());
+    uint32_t state = g.state();
+    json group = {
+        {"name", g.name},
+        {"generation", g.generation},
+        {"world_size", g.world_size},
+        {"state", ipc::GroupStateName(state)},
+        {"segment", g.seg->name()},
+        {"buffer_bytes", g.buffer_bytes},
+        {"adopted", g.adopted},
+        {"age_s", SecondsSince(h->created_unix_ms)},
+        {"abort_word", LoadAcquire(g.seg->abort_word())},
+    };
+    if (state == static_cast<uint32_t>(GroupState::kFailed)) {
+      group["failure_reason"] = ipc::ReadField(h->failure_reason, sizeof(h->failure_reason));
+    }
+    json members = json::array();
+    std::vector<int> missing, attached;
+    for (int r = 0; r < g.world_size; ++r) {
+      const auto& m = g.members[static_cast<size_t>(r)];
+      const ipc::MemberSlot* slot = g.seg->slot(r);
+      bool published = LoadAcquire(&slot->published) != 0;
+      if (!m.has_value()) {
+        missing.push_back(r);
+        continue;
+      }
+      attached.push_back(r);
+      json ops = json::object(), bytes = json::object();
+      for (int c = 0; c < ipc::kNumCodecs; ++c) {
+        ops[kCodecNames[c]] = __atomic_load_n(&slot->ops[c], __ATOMIC_RELAXED);
+        bytes[kCodecNames[c]] = __atomic_load_n(&slot->bytes[c], __ATOMIC_RELAXED);
+      }
+      uint64_t progress = __atomic_load_n(&slot->last_progress_unix_ms, __ATOMIC_RELAXED);
+      json member = {
+          {"rank", r},
+          {"pid", m->pid},
+          {"alive", ipc::ProcessAlive(m->pid)},
+          {"connected", m->session != nullptr},
+          {"published", published},
+          {"device", m->device},
+          {"blob_kind", published ? slot->kind : 0},
+          {"ops", ops},
+          {"bytes", bytes},
+      };
+      member["last_progress_s"] = progress == 0 ? json(nullptr) : json(SecondsSince(progress));
+      members.push_back(member);
+    }
+    group["members"] = members;
+    group["missing_ranks"] = missing;
+    if (state == static_cast<uint32_t>(GroupState::kFailed)) {
+      problems.push_back(
+          {{"severity", "error"},
+           {"group", g.name},
+           {"message", g.Describe() + " FAILED: " + group["failure_reason"].get<std::string>()},
+           {"remedy", "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
+                      "attached: " + RankList(attached) + "); restart the job; the name "
+                      "can be joined again once every member has left"}});
+    } else if (state == static_cast<uint32_t>(GroupState::kInit) &&
+               SecondsSince(h->created_unix_ms) > 5.0) {
+      problems.push_back(
+          {{"severity", "warning"},
+           {"group", g.name},
+           {"message", g.Describe() + " has waited " +
+                           std::to_string(static_cast<int>(SecondsSince(h->created_unix_ms))) +
+                           " s for ranks " + RankList(missing)},
+           {"remedy", "start the missing ranks, or check that every rank uses the same group "
+                      "name and world size; joins time out after their join timeout"}});
+    }
+    groups.push_back(group);
+  }
+  doc["groups"] = groups;
+  ipc::SweepResult stale = ipc::SweepStale(::getuid(), /*dry_run=*/true, ours);
+  doc["stale_objects"] = stale.removed;
+  if (!stale.removed.empty()) {
+    problems.push_back({{"severity", "warning"},
+                        {"group", nullptr},
+                        {"message", std::to_string(stale.removed.size()) +
+                                        " shared-memory objects in /dev/shm belong to dead "
+                                        "processes"},
+                        {"remedy", "run `qrctl gc`"}});
+  }
+  doc["problems"] = problems;
+  return doc.dump();
+}
+
+}  // namespace qr::broker

@@ -1,0 +1,34 @@
+// qrctl: the operator's view of quickreduce (status and cleanup).
+//
+//   qrctl status [--json] [--watch [--interval S] [--count N]] [--socket PATH]
+//   qrctl gc [--dry-run] [--socket PATH]
+//
+// Exit codes: 0 healthy, 1 degraded (a FAILED or stuck group, stale objects,
+// a gc error), 2 no broker answers. The JSON schema is docs/qrctl.md.
+// RunQrctl is the whole program with its streams injected, so tests run it
+// in-process.
+#ifndef QR_TOOLS_QRCTL_LIB_H_
+#define QR_TOOLS_QRCTL_LIB_H_
+
+#include <ostream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace qr::tools {
+
+inline constexpr int kExitHealthy = 0;
+inline constexpr int kExitDegraded = 1;
+inline constexpr int kExitNoBroker = 2;
+
+// Human-readable rendering of the broker's status document.
+std::string RenderStatusText(const nlohmann::json& doc);
+// kExitHealthy unless the document lists problems.
+int ExitCodeFor(const nlohmann::json& doc);
+
+// Runs qrctl with argv (argv[0] is the program name). Thread-compatible.
+int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+}  // namespace qr::tools
+
+#endif  // QR_TOOLS_QRCTL_LIB_H_
