@@ -1,0 +1,293 @@
+#include "comm/host_backend.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/bounded_wait.h"
+#include "comm/shm_mapping.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "ipc/group_client.h"
+#include "kernels/two_shot_reference.h"
+
+namespace qr {
+namespace {
+
+namespace k = ::qr::kernels;
+
+constexpr uint64_t kMagic = 0x5152484f53543031ULL;  // "QRHOST01"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr size_t kPage = 4096;
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t world_size;
+  uint64_t num_slots;
+  int64_t owner_pid;
+};
+
+// One per (phase, source rank), written only by that source. `call` describes
+// the call (size, codec, dtype) so ranks that disagree fail instead of mixing
+// data; it is written before `colour` is released.
+struct alignas(64) FlagLine {
+  std::atomic<uint64_t> colour;
+  std::atomic<uint64_t> call;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "flags in shared memory must be lock-free (address-free)");
+static_assert(sizeof(FlagLine) == 64);
+
+constexpr size_t kFlagsOffset = kPage;
+constexpr size_t kFlagsBytes = 2 * k::kMaxWorldSize * sizeof(FlagLine);
+static_assert(kFlagsBytes <= kPage);
+constexpr size_t kDataOffset = 2 * kPage;
+
+constexpr size_t SegmentBytes() {
+  return kDataOffset + static_cast<size_t>(k::RecvBufferBytes(kHostSlots));
+}
+
+// A mapped receive buffer, ours or a peer's.
+struct View {
+  uint8_t* base = nullptr;
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
+  FlagLine& flag(int phase, int source) const {
+    return reinterpret_cast<FlagLine*>(base + kFlagsOffset)[phase * k::kMaxWorldSize + source];
+  }
+  uint8_t* recv(int64_t slot, int phase, int source, int world_size) const {
+    return base + kDataOffset + k::RecvOffset(kHostSlots, slot, phase, source, world_size);
+  }
+};
+
+uint64_t DescribeCall(const k::TwoShotParams& p) {
+  return static_cast<uint64_t>(p.num_elems) << 16 | static_cast<uint64_t>(p.codec) << 8 |
+         static_cast<uint64_t>(p.dtype) << 1 | (p.cast_bf16_to_fp16 ? 1u : 0u);
+}
+
+std::string CallText(uint64_t desc) {
+  const auto codec = static_cast<Codec>((desc >> 8) & 0xff);
+  const auto dtype = static_cast<DType>((desc >> 1) & 0x7f);
+  return std::to_string(desc >> 16) + " x " + DTypeName(dtype) + " " + CodecName(codec) +
+         ((desc & 1) ? " (cast)" : "");
+}
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend(int rank, int world_size, const HostBackendOptions& options)
+      : rank_(rank), world_size_(world_size), options_(options) {
+    reduced_.resize(static_cast<size_t>(k::SegmentElems(world_size)));
+  }
+
+  std::string device_id() const override { return std::string(ipc::kDeviceHost); }
+  uint64_t buffer_bytes() const override { return SegmentBytes(); }
+  ipc::BlobKind blob_kind() const override { return ipc::BlobKind::kHostSegment; }
+
+  std::array<uint8_t, 64> blob() const override {
+    std::array<uint8_t, 64> b{};
+    // Full name when it fits (NUL included), else the suffix, which peers
+    // append to the group segment name they know too.
+    const std::string& text = own_.name().size() < b.size() ? own_.name() : suffix_;
+    std::memcpy(b.data(), text.data(), text.size());
+    return b;
+  }
+
+  Status Allocate(const ipc::GroupMembership& group) override {
+    suffix_ = "host" + std::to_string(rank_);
+    segment_prefix_ = group.segment_name() + "-";
+    QR_ASSIGN_OR_RETURN(own_, ShmMapping::Create(segment_prefix_ + suffix_, SegmentBytes()));
+    auto* h = reinterpret_cast<SegmentHeader*>(own_.data());
+    h->magic = kMagic;
+    h->version = kLayoutVersion;
+    h->world_size = static_cast<uint32_t>(world_size_);
+    h->num_slots = kHostSlots;
+    h->owner_pid = ::getpid();
+    return OkStatus();
+  }
+
+  Status Connect(const std::vector<ipc::MemberInfo>& members,
+                 ipc::GroupMembership& group) override {
+    if (!own_.valid()) return InternalError("host backend: Connect before Allocate");
+    if (members.size() != static_cast<size_t>(world_size_)) {
+      return InternalError("host backend: " + std::to_string(members.size()) +
+                           " members for world size " + std::to_string(world_size_));
+    }
+    group_ = &group;
+    peers_.assign(static_cast<size_t>(world_size_), View{});
+    for (const ipc::MemberInfo& m : members) {
+      if (m.rank < 0 || m.rank >= world_size_) return InternalError("member rank out of range");
+      if (m.rank == rank_) {
+        peers_[m.rank].base = static_cast<uint8_t*>(own_.data());
+        continue;
+      }
+      if (m.kind != ipc::BlobKind::kHostSegment) {
+        return InvalidArgumentError("rank " + std::to_string(m.rank) +
+                                    " is not on the host backend (device " + m.device_id + ")");
+      }
+      const char* raw = reinterpret_cast<const char*>(m.blob.data());
+      std::string text(raw, strnlen(raw, m.blob.size()));
+      std::string name = !text.empty() && text[0] == '/' ? text : segment_prefix_ + text;
+      QR_ASSIGN_OR_RETURN(ShmMapping peer, ShmMapping::Open(name, SegmentBytes()));
+      View v{static_cast<uint8_t*>(peer.data())};
+      const SegmentHeader* h = v.header();
+      if (h->magic != kMagic || h->version != kLayoutVersion ||
+          h->world_size != static_cast<uint32_t>(world_size_) || h->num_slots != kHostSlots) {
+        return InvalidArgumentError("rank " + std::to_string(m.rank) + "'s buffer " + name +
+                                    " has another layout");
+      }
+      peers_[m.rank] = v;
+      mapped_.push_back(std::move(peer));
+    }
+    return OkStatus();
+  }
+
+  Status AllReduce(const AllReduceCall& call) override {
+    if (!sticky_.ok()) return sticky_;
+    if (group_ == nullptr) return InternalError("host backend: AllReduce before Connect");
+    k::TwoShotParams p;
+    p.world_size = world_size_;
+    p.codec = call.codec;
+    p.dtype = call.dtype;
+    p.cast_bf16_to_fp16 = call.cast_bf16_to_fp16;
+    p.num_elems = static_cast<int64_t>(call.count);
+    QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
+    Status s = Run(p, static_cast<const uint16_t*>(call.in), static_cast<uint16_t*>(call.out));
+    if (!s.ok() && s.code() != StatusCode::kInvalidArgument) sticky_ = s;
+    return s;
+  }
+
+  Status Check() override { return sticky_; }
+
+ private:
+  Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
+    const uint64_t desc = DescribeCall(p);
+    const int64_t tiles = k::NumTiles(p.num_elems);
+    const int64_t seg_wire = k::SegmentWireBytes(p.codec, world_size_);
+    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
+    const View& me = peers_[rank_];
+    for (int64_t t0 = 0; t0 < tiles; t0 += kHostSlots) {
+      const int64_t batch = std::min<int64_t>(kHostSlots, tiles - t0);
+      const uint64_t colour = ++round_;
+      // Phase 1 (scatter): segment s of every tile goes to its owner, rank s.
+      for (int64_t i = 0; i < batch; ++i) {
+        for (int s = 0; s < world_size_; ++s) {
+          k::EncodeInputSegment(p, in, t0 + i, s, peers_[s].recv(i, 0, rank_, world_size_));
+        }
+      }
+      Raise(0, colour, desc);
+      QR_RETURN_IF_ERROR(WaitAll(0, colour, desc, deadline));
+      // Reduce my segments in source order, re-encode once into my own
+      // phase-1 slot, copy that to every peer (same bytes everywhere).
+      const uint8_t* received[k::kMaxWorldSize];
+      for (int64_t i = 0; i < batch; ++i) {
+        for (int s = 0; s < world_size_; ++s) received[s] = me.recv(i, 0, s, world_size_);
+        k::ReduceSegment(p, received, reduced_.data());
+        uint8_t* mine = me.recv(i, 1, rank_, world_size_);
+        k::EncodeReducedSegment(p, reduced_.data(), mine);
+        for (int s = 0; s < world_size_; ++s) {
+          if (s != rank_) std::memcpy(peers_[s].recv(i, 1, rank_, world_size_), mine, seg_wire);
+        }
+      }
+      Raise(1, colour, desc);
+      QR_RETURN_IF_ERROR(WaitAll(1, colour, desc, deadline));
+      // Phase 2 (gather): every segment from its owner.
+      for (int64_t i = 0; i < batch; ++i) {
+        for (int s = 0; s < world_size_; ++s) {
+          k::DecodeOutputSegment(p, me.recv(i, 1, s, world_size_), t0 + i, s, out);
+        }
+      }
+    }
+    return OkStatus();
+  }
+
+  // Release: the data written above becomes visible to whoever acquires the
+  // colour.
+  void Raise(int phase, uint64_t colour, uint64_t desc) {
+    for (int s = 0; s < world_size_; ++s) {
+      FlagLine& f = peers_[s].flag(phase, rank_);
+      f.call.store(desc, std::memory_order_relaxed);
+      f.colour.store(colour, std::memory_order_release);
+    }
+  }
+
+  Status WaitAll(int phase, uint64_t colour, uint64_t desc, WaitClock::time_point deadline) {
+    const View& me = peers_[rank_];
+    const volatile uint32_t* abort_word = group_->abort_word();
+    int next = 0;  // sources before `next` have arrived
+    auto ready = [&] {
+      while (next < world_size_ &&
+             me.flag(phase, next).colour.load(std::memory_order_acquire) >= colour) {
+        ++next;
+      }
+      return next == world_size_;
+    };
+    auto aborted = [&] { return __atomic_load_n(abort_word, __ATOMIC_ACQUIRE) != 0; };
+    Status s = BoundedWait(ready, aborted, deadline,
+                           "phase " + std::to_string(phase + 1) + " data of round " +
+                               std::to_string(colour));
+    if (s.code() == StatusCode::kTimeout) {
+      const std::string why = "rank " + std::to_string(rank_) + " " + s.message() +
+                              " from rank " + std::to_string(next) + " after " +
+                              std::to_string(options_.op_timeout_ms) + " ms (QR_OP_TIMEOUT_MS)";
+      group_->RaiseAbort(why).IgnoreError();
+      return TimeoutError(why);
+    }
+    if (s.code() == StatusCode::kPeerFailed) {
+      Status g = group_->Check();
+      return g.ok() ? s : PeerFailedError(g.message());
+    }
+    QR_RETURN_IF_ERROR(s);
+    for (int src = 0; src < world_size_; ++src) {
+      const uint64_t theirs = me.flag(phase, src).call.load(std::memory_order_relaxed);
+      if (theirs != desc) {
+        const std::string why = "collective mismatch: rank " + std::to_string(src) +
+                                " called all_reduce with " + CallText(theirs) + ", rank " +
+                                std::to_string(rank_) + " with " + CallText(desc);
+        group_->RaiseAbort(why).IgnoreError();
+        return PeerFailedError(why);
+      }
+    }
+    return OkStatus();
+  }
+
+  const int rank_;
+  const int world_size_;
+  const HostBackendOptions options_;
+  std::string suffix_;
+  std::string segment_prefix_;
+  ShmMapping own_;
+  std::vector<ShmMapping> mapped_;
+  std::vector<View> peers_;  // by rank; peers_[rank_] is own_
+  ipc::GroupMembership* group_ = nullptr;
+  uint64_t round_ = 0;
+  std::vector<uint16_t> reduced_;
+  Status sticky_;
+};
+
+}  // namespace
+
+StatusOr<HostBackendOptions> HostBackendOptionsFromEnv() {
+  HostBackendOptions o;
+  QR_ASSIGN_OR_RETURN(o.op_timeout_ms,
+                      EnvInt({"QR_OP_TIMEOUT_MS"}, o.op_timeout_ms, 1, 24LL * 3600 * 1000));
+  return o;
+}
+
+StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
+                                                     const HostBackendOptions& options) {
+  if (world_size != 2 && world_size != 4 && world_size != 8) {
+    return InvalidArgumentError("world size " + std::to_string(world_size) +
+                                " is not 2, 4 or 8");
+  }
+  if (rank < 0 || rank >= world_size) {
+    return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
+                                std::to_string(world_size) + ")");
+  }
+  return std::unique_ptr<Backend>(new HostBackend(rank, world_size, options));
+}
+
+}  // namespace qr

@@ -1,0 +1,44 @@
+// The host backend: the two-shot reference (kernels/two_shot_reference.h)
+// run across processes over POSIX shared memory, bit-identical to
+// ReferenceAllReduce().
+//
+// Each rank creates one shm object `<group segment>-host<rank>` (0600) with a
+// header page, a flag page and its receive buffer (2 phases x kHostSlots
+// slots of 32 KiB at the reference's fixed offsets), publishes the name in its
+// slot (BlobKind::kHostSegment) and maps every peer's object after READY.
+// A call is processed in rounds of up to kHostSlots tiles: encode my input
+// segments into the owners' phase-0 slots, raise my flag there, wait for all
+// sources, reduce, re-encode into every rank's phase-1 slots, raise flags,
+// wait, decode. Flags hold a round number (colour) that only grows, so no call
+// ever matches a stale flag. Every wait is bounded (QR_OP_TIMEOUT_MS, default
+// 30000) and polls the group's abort word; a wait that times out raises the
+// abort so the peers stop too.
+#ifndef QR_COMM_HOST_BACKEND_H_
+#define QR_COMM_HOST_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/backend.h"
+#include "common/status.h"
+
+namespace qr {
+
+// Tiles per round; also the number of receive slots per phase.
+inline constexpr int64_t kHostSlots = 64;
+
+struct HostBackendOptions {
+  int64_t op_timeout_ms = 30000;  // bound of every wait inside one call
+};
+
+// Reads QR_OP_TIMEOUT_MS (1 .. 86400000); kInvalidArgument naming it if bad.
+[[nodiscard]] StatusOr<HostBackendOptions> HostBackendOptionsFromEnv();
+
+// A backend for `rank` of a `world_size` group. Nothing is allocated until
+// Allocate(). Errors: kInvalidArgument for a bad rank/world size.
+[[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateHostBackend(
+    int rank, int world_size, const HostBackendOptions& options);
+
+}  // namespace qr
+
+#endif  // QR_COMM_HOST_BACKEND_H_
