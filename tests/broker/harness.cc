@@ -1,0 +1,181 @@
+#include "tests/broker/harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "ipc/broker_client.h"
+#include "ipc/names.h"
+
+namespace qr::testing {
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/qrb-XXXXXX";
+  char* p = ::mkdtemp(tmpl);
+  if (p == nullptr) std::abort();
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::string cmd = "rm -rf '" + path_ + "'";
+  int rc = std::system(cmd.c_str());
+  (void)rc;
+}
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  std::string base = srcdir ? srcdir : ".";
+  return base + "/" + (ws ? ws : "quickreduce") + "/" + path;
+}
+
+std::string BrokerBinary() { return Runfile("ipc/broker/qr-broker"); }
+
+BrokerProcess::~BrokerProcess() {
+  if (pid_ > 0) Signal(SIGKILL);
+}
+
+void BrokerProcess::Start() {
+  std::string bin = BrokerBinary();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::execl(bin.c_str(), bin.c_str(), "--socket", socket_.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ASSERT_GT(pid_, 0);
+  bool up = WaitFor(
+      [&] {
+        return ipc::QueryStatus(socket_, std::chrono::milliseconds(500)).ok();
+      },
+      std::chrono::seconds(10));
+  ASSERT_TRUE(up) << "qr-broker did not answer at " << socket_;
+}
+
+int BrokerProcess::Signal(int sig) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, sig);
+  int status = WaitChild(pid_);
+  pid_ = -1;
+  return status;
+}
+
+pid_t ForkChild(const std::function<int()>& fn) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = fn();
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+int WaitChild(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+Pipe::Pipe() {
+  if (::pipe(fds_) != 0) std::abort();
+}
+Pipe::~Pipe() {
+  ::close(fds_[0]);
+  if (fds_[1] >= 0) ::close(fds_[1]);
+}
+void Pipe::CloseWrite() {
+  ::close(fds_[1]);
+  fds_[1] = -1;
+}
+void Pipe::Write(const void* data, size_t n) {
+  ssize_t w = ::write(fds_[1], data, n);
+  (void)w;
+}
+bool Pipe::Read(void* data, size_t n, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t got = 0;
+  while (got < n) {
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
+    if (left <= 0) return false;
+    pollfd p{fds_[0], POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) continue;
+    ssize_t r = ::read(fds_[0], static_cast<char*>(data) + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+ipc::JoinParams HostJoin(const std::string& socket, const std::string& group, int rank,
+                         int world_size) {
+  ipc::JoinParams p;
+  p.socket_path = socket;
+  p.group = group;
+  p.rank = rank;
+  p.world_size = world_size;
+  p.device_id = std::string(ipc::kDeviceHost);
+  p.buffer_bytes = 1 << 20;
+  p.timeout = std::chrono::milliseconds(10000);
+  p.autostart = false;
+  return p;
+}
+
+std::array<uint8_t, ipc::kBlobBytes> BlobFor(int rank) {
+  std::array<uint8_t, ipc::kBlobBytes> b{};
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(rank * 31 + i);
+  return b;
+}
+
+std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::string p = prefix[0] == '/' ? prefix.substr(1) : prefix;
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, p.c_str(), p.size()) == 0) out.push_back(e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+int CountOpenFds(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+std::string UniqueGroup(const std::string& base) {
+  static int counter = 0;
+  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+}  // namespace qr::testing

@@ -1,0 +1,86 @@
+// Helpers for multi-process broker tests: a short temp dir for sockets, a
+// qr-broker child process, runfile lookup and a pipe to report from forked
+// children.
+#ifndef QR_TESTS_BROKER_HARNESS_H_
+#define QR_TESTS_BROKER_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ipc/group_client.h"
+
+namespace qr::testing {
+
+// A fresh directory for sockets. $TEST_TMPDIR is often too long for
+// sun_path, so this is /tmp/qrb-XXXXXX; removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Absolute path of a runfile such as "ipc/broker/qr-broker".
+std::string Runfile(const std::string& path);
+std::string BrokerBinary();
+
+// A qr-broker child (fork + exec) serving `socket`.
+class BrokerProcess {
+ public:
+  explicit BrokerProcess(std::string socket) : socket_(std::move(socket)) {}
+  ~BrokerProcess();  // SIGKILLs a broker still running
+  // Starts it and waits until it answers STATUS (fails the test otherwise).
+  void Start();
+  // Sends sig and waits; returns the wait status.
+  int Signal(int sig);
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+// Runs fn in a forked child, which exits with fn's return value. The child's
+// stdout is the test's.
+pid_t ForkChild(const std::function<int()>& fn);
+// Waits for a child; returns its exit code, or 128 + signal.
+int WaitChild(pid_t pid);
+
+// A pipe for fixed-size records from children to the parent.
+class Pipe {
+ public:
+  Pipe();
+  ~Pipe();
+  void Write(const void* data, size_t n);  // child side
+  // Reads exactly n bytes within timeout; false on EOF/timeout.
+  bool Read(void* data, size_t n, std::chrono::milliseconds timeout);
+  void CloseWrite();
+
+ private:
+  int fds_[2];
+};
+
+ipc::JoinParams HostJoin(const std::string& socket, const std::string& group, int rank,
+                         int world_size);
+std::array<uint8_t, ipc::kBlobBytes> BlobFor(int rank);
+
+// Names of this uid's shm objects whose name starts with `prefix`.
+std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
+int CountOpenFds(pid_t pid);
+// Unique per test process.
+std::string UniqueGroup(const std::string& base);
+// Waits until pred() is true or timeout; returns pred().
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+}  // namespace qr::testing
+
+#endif  // QR_TESTS_BROKER_HARNESS_H_
