@@ -1,0 +1,60 @@
+// Child processes for end-to-end tests and the demo: fork+exec (never a bare
+// fork: a GPU process must not fork after initialising the runtime), bounded
+// waits for exit, and a broker started for one test and stopped after it.
+#ifndef QR_TESTS_E2E_PROCESS_H_
+#define QR_TESTS_E2E_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace qr::testing {
+
+// The running executable's path (/proc/self/exe resolved).
+std::string SelfExe();
+
+// fork+execv(argv[0], argv) with `env` ("NAME=value") added to this
+// environment. Returns the child's pid; kUnavailable/kInternal on failure.
+[[nodiscard]] StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env = {});
+
+// Waits for `pid` to exit within `timeout`; returns its exit code (128+signal
+// when killed). kTimeout if still running (the child is left alone).
+[[nodiscard]] StatusOr<int> WaitExit(pid_t pid, std::chrono::milliseconds timeout);
+
+// Waits for all; kills (SIGKILL) and reaps the ones still running at the
+// deadline. Returns the exit codes in order (-1 for one killed here).
+std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
+
+// A qr-broker process on its own socket, stopped (SIGTERM, then SIGKILL) and
+// reaped on destruction. Move-only.
+class BrokerProcess {
+ public:
+  BrokerProcess() = default;
+  BrokerProcess(BrokerProcess&& other) noexcept;
+  BrokerProcess& operator=(BrokerProcess&& other) noexcept;
+  ~BrokerProcess();
+
+  // Starts `binary --socket <socket>` and waits (up to 10 s) until the socket
+  // accepts connections.
+  [[nodiscard]] static StatusOr<BrokerProcess> Start(const std::string& binary,
+                                                     const std::string& socket);
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  void Stop();
+
+ private:
+  pid_t pid_ = -1;
+  std::string socket_;
+};
+
+// Monotonic nanoseconds (CLOCK_MONOTONIC is the same clock in every process).
+int64_t MonotonicNanos();
+
+}  // namespace qr::testing
+
+#endif  // QR_TESTS_E2E_PROCESS_H_
