@@ -1,0 +1,70 @@
+#include "comm/config.h"
+
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status_macros.h"
+
+namespace qr {
+namespace {
+
+const EnvNames kQuantization = {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"};
+const EnvNames kCast = {"QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"};
+const EnvNames kMaxSize = {"QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"};
+const EnvNames kMinSize = {"QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB"};
+const EnvNames kQuantMinSize = {"QR_QUANTIZATION_MIN_SIZE_KB",
+                                "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB"};
+
+// Byte sizes must fit int64 after scaling.
+constexpr int64_t kMaxKb = (int64_t{1} << 62) / kKiB;
+
+}  // namespace
+
+const char* RegimeName(Regime regime) {
+  switch (regime) {
+    case Regime::kFp: return "FP";
+    case Regime::kInt8: return "INT8";
+    case Regime::kInt6: return "INT6";
+    case Regime::kInt4: return "INT4";
+    case Regime::kInt3: return "INT3";
+    case Regime::kNone: return "NONE";
+  }
+  return "?";
+}
+
+Codec CodecForRegime(Regime regime) {
+  QR_CHECK(regime != Regime::kNone && IsValidRegime(static_cast<int>(regime)))
+      << "CodecForRegime(" << static_cast<int>(regime) << ")";
+  // Regime and Codec share values 0..4.
+  return static_cast<Codec>(static_cast<int>(regime));
+}
+
+StatusOr<Config> LoadConfigFromEnv() {
+  Config config;
+  const std::vector<std::string> choices = {"FP", "INT8", "INT6", "INT4", "INT3", "NONE"};
+  QR_ASSIGN_OR_RETURN(std::string regime, EnvChoice(kQuantization, "NONE", choices));
+  for (int i = 0; i < static_cast<int>(choices.size()); ++i) {
+    if (regime == choices[i]) config.regime = static_cast<Regime>(i);
+  }
+  QR_ASSIGN_OR_RETURN(config.cast_bf16_to_fp16, EnvBool(kCast, true));
+  QR_ASSIGN_OR_RETURN(int64_t max_mb, EnvInt(kMaxSize, kDefaultMaxSizeBytes / kMiB, 1,
+                                             kMaxMaxSizeMb));
+  config.max_size_bytes = max_mb * kMiB;
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> min_mb, EnvOptionalInt(kMinSize, 0, kMaxMaxSizeMb));
+  if (min_mb.has_value()) {
+    if (*min_mb > max_mb) {
+      const auto which = LookupEnv(kMinSize);
+      return InvalidArgumentError(which->name + "=" + std::to_string(*min_mb) +
+                                  " exceeds the maximum size of " + std::to_string(max_mb) +
+                                  " MiB (allowed: an integer in [0, " + std::to_string(max_mb) +
+                                  "])");
+    }
+    config.min_size_bytes_override = *min_mb * kMiB;
+  }
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
+  if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
+  return config;
+}
+
+}  // namespace qr

@@ -1,0 +1,57 @@
+// The communicator's configuration: the regime (codec or NONE) and the size
+// limits, read once from the environment (QR_* names, vLLM's
+// VLLM_ROCM_QUICK_REDUCE_* names as aliases; DESIGN.md "Configuration").
+//
+//   QR_ASSIGN_OR_RETURN(Config config, LoadConfigFromEnv());
+//   if (ShouldAllReduce(config, bytes, dtype, world_size)) ...   // comm/policy.h
+#ifndef QR_COMM_CONFIG_H_
+#define QR_COMM_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "common/status.h"
+#include "kernels/types.h"
+
+namespace qr {
+
+// qr_regime of the C ABI: a codec, or NONE (quick-reduce declines every call).
+enum class Regime : int { kFp = 0, kInt8 = 1, kInt6 = 2, kInt4 = 3, kInt3 = 4, kNone = 5 };
+
+// "FP", "INT8", "INT6", "INT4", "INT3", "NONE"; "?" out of range.
+const char* RegimeName(Regime regime);
+
+// True for 0..5.
+constexpr bool IsValidRegime(int value) { return value >= 0 && value <= 5; }
+
+// The codec a regime runs with. Must not be called with kNone (a bug: aborts).
+Codec CodecForRegime(Regime regime);
+
+inline constexpr int64_t kMiB = int64_t{1} << 20;
+inline constexpr int64_t kKiB = int64_t{1} << 10;
+inline constexpr int64_t kDefaultMaxSizeBytes = 2048 * kMiB;
+// QR_MAX_SIZE_BYTES_MB accepts 1 .. this many MiB (1 TiB).
+inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
+
+struct Config {
+  Regime regime = Regime::kNone;   // QR_QUANTIZATION, default NONE
+  bool cast_bf16_to_fp16 = true;   // QR_CAST_BF16_TO_FP16
+  int64_t max_size_bytes = kDefaultMaxSizeBytes;  // QR_MAX_SIZE_BYTES_MB * 2^20
+  // QR_MIN_SIZE_BYTES_MB * 2^20: replaces the min-size table (0 = no floor).
+  std::optional<int64_t> min_size_bytes_override;
+  // QR_QUANTIZATION_MIN_SIZE_KB * 2^10: calls below it use the FP codec.
+  std::optional<int64_t> quantization_min_size_bytes;
+};
+
+// Reads the QR_* variables (aliases: VLLM_ROCM_QUICK_REDUCE_*; when both are
+// set the QR_* one wins). Returns kInvalidArgument naming the variable and
+// the allowed values for: an unknown regime, a non-boolean cast flag, a
+// non-integer or out-of-range size (max 1..2^20 MiB; min and quantization
+// thresholds >= 0), or a min size above the max size. Thread-safe (reads the
+// environment only).
+[[nodiscard]] StatusOr<Config> LoadConfigFromEnv();
+
+}  // namespace qr
+
+#endif  // QR_COMM_CONFIG_H_

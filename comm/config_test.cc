@@ -1,0 +1,142 @@
+#include "comm/config.h"
+
+#include <cstdlib>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr {
+namespace {
+
+using ::qr::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const char* const kAllVars[] = {
+    "QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+    "QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
+    "QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
+    "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
+    "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
+};
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kAllVars) unsetenv(v);
+  }
+  void TearDown() override { SetUp(); }
+  static void Set(const char* name, const char* value) { setenv(name, value, 1); }
+};
+
+TEST_F(ConfigTest, DefaultsFollowDesign) {
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  EXPECT_EQ(c.regime, Regime::kNone);
+  EXPECT_TRUE(c.cast_bf16_to_fp16);
+  EXPECT_EQ(c.max_size_bytes, int64_t{2048} << 20);
+  EXPECT_FALSE(c.min_size_bytes_override.has_value());
+  EXPECT_FALSE(c.quantization_min_size_bytes.has_value());
+}
+
+TEST_F(ConfigTest, ParsesEveryRegimeCaseInsensitively) {
+  const std::pair<const char*, Regime> cases[] = {
+      {"FP", Regime::kFp},     {"int8", Regime::kInt8}, {"Int6", Regime::kInt6},
+      {"INT4", Regime::kInt4}, {" int3 ", Regime::kInt3}, {"none", Regime::kNone}};
+  for (const auto& [text, regime] : cases) {
+    Set("QR_QUANTIZATION", text);
+    ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+    EXPECT_EQ(c.regime, regime) << text;
+  }
+}
+
+TEST_F(ConfigTest, VllmNamesAreAliasesAndOursWin) {
+  Set("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "INT6");
+  Set("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16", "0");
+  Set("VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB", "512");
+  Set("VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "3");
+  Set("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB", "64");
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  EXPECT_EQ(c.regime, Regime::kInt6);
+  EXPECT_FALSE(c.cast_bf16_to_fp16);
+  EXPECT_EQ(c.max_size_bytes, 512 * kMiB);
+  EXPECT_EQ(c.min_size_bytes_override, 3 * kMiB);
+  EXPECT_EQ(c.quantization_min_size_bytes, 64 * kKiB);
+
+  Set("QR_QUANTIZATION", "INT4");
+  Set("QR_CAST_BF16_TO_FP16", "true");
+  Set("QR_MAX_SIZE_BYTES_MB", "1024");
+  Set("QR_MIN_SIZE_BYTES_MB", "0");
+  Set("QR_QUANTIZATION_MIN_SIZE_KB", "0");
+  ASSERT_OK_AND_ASSIGN(c, LoadConfigFromEnv());
+  EXPECT_EQ(c.regime, Regime::kInt4);
+  EXPECT_TRUE(c.cast_bf16_to_fp16);
+  EXPECT_EQ(c.max_size_bytes, 1024 * kMiB);
+  EXPECT_EQ(c.min_size_bytes_override, 0);
+  EXPECT_EQ(c.quantization_min_size_bytes, 0);
+}
+
+TEST_F(ConfigTest, BadRegimeNamesTheVariableAndChoices) {
+  Set("QR_QUANTIZATION", "INT5");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("QR_QUANTIZATION"), HasSubstr("INT5"),
+                             HasSubstr("FP, INT8, INT6, INT4, INT3, NONE"))));
+  unsetenv("QR_QUANTIZATION");
+  Set("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "FP8");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION")));
+}
+
+TEST_F(ConfigTest, BadCastFlagIsAnError) {
+  Set("QR_CAST_BF16_TO_FP16", "maybe");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("QR_CAST_BF16_TO_FP16"), HasSubstr("true/false"))));
+}
+
+TEST_F(ConfigTest, BadSizesAreErrors) {
+  for (const char* bad : {"0", "-1", "1.5", "lots", "1048577"}) {
+    Set("QR_MAX_SIZE_BYTES_MB", bad);
+    EXPECT_THAT(LoadConfigFromEnv().status(),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("QR_MAX_SIZE_BYTES_MB"), HasSubstr("allowed"))))
+        << bad;
+  }
+  unsetenv("QR_MAX_SIZE_BYTES_MB");
+  Set("QR_MIN_SIZE_BYTES_MB", "-2");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_MIN_SIZE_BYTES_MB")));
+  unsetenv("QR_MIN_SIZE_BYTES_MB");
+  Set("QR_QUANTIZATION_MIN_SIZE_KB", "x");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_QUANTIZATION_MIN_SIZE_KB")));
+}
+
+TEST_F(ConfigTest, MinAboveMaxIsAnError) {
+  Set("QR_MAX_SIZE_BYTES_MB", "64");
+  Set("VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "65");
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB=65"),
+                             HasSubstr("[0, 64]"))));
+  Set("VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "64");
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  EXPECT_EQ(c.min_size_bytes_override, 64 * kMiB);
+}
+
+TEST(RegimeTest, NamesAndCodecs) {
+  EXPECT_STREQ(RegimeName(Regime::kInt3), "INT3");
+  EXPECT_STREQ(RegimeName(Regime::kNone), "NONE");
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(static_cast<int>(CodecForRegime(static_cast<Regime>(i))), i);
+    EXPECT_STREQ(RegimeName(static_cast<Regime>(i)), CodecName(static_cast<Codec>(i)));
+  }
+  EXPECT_TRUE(IsValidRegime(5));
+  EXPECT_FALSE(IsValidRegime(6));
+  EXPECT_DEATH(CodecForRegime(Regime::kNone), "CodecForRegime");
+}
+
+}  // namespace
+}  // namespace qr

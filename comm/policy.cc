@@ -1,0 +1,95 @@
+#include "comm/policy.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "spdlog/spdlog.h"
+
+namespace qr {
+namespace {
+
+// MiB per (dtype, world size index) in the order FP, INT8, INT6, INT4, INT3.
+// Tuned on MI300X by vLLM; qr-bench re-derives it per machine.
+constexpr int64_t kTableMiB[2][3][5] = {
+    // fp16: ws 2, 4, 8
+    {{1, 2, 2, 1, 1}, {1, 16, 4, 2, 2}, {16, 4, 4, 2, 2}},
+    // bf16: ws 2, 4, 8
+    {{2, 8, 8, 8, 8}, {8, 64, 64, 16, 16}, {16, 2048, 2048, 2048, 2048}},
+};
+
+int WorldSizeIndex(int world_size) {
+  switch (world_size) {
+    case 2: return 0;
+    case 4: return 1;
+    case 8: return 2;
+  }
+  return -1;
+}
+
+bool Decline(std::string* why_not, std::string reason) {
+  if (why_not != nullptr) *why_not = std::move(reason);
+  return false;
+}
+
+}  // namespace
+
+int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_to_fp16) {
+  const int ws = WorldSizeIndex(world_size);
+  if (ws < 0 || regime == Regime::kNone || !IsValidRegime(static_cast<int>(regime)) ||
+      !IsValidDType(static_cast<int>(dtype))) {
+    return kNeverEligible;
+  }
+  const int row = static_cast<int>(WorkDType(dtype, cast_bf16_to_fp16));
+  return kTableMiB[row][ws][static_cast<int>(regime)] * kMiB;
+}
+
+int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size) {
+  if (config.min_size_bytes_override.has_value()) return *config.min_size_bytes_override;
+  return MinSizeBytes(dtype, world_size, config.regime, config.cast_bf16_to_fp16);
+}
+
+bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
+                     bool healthy, std::string* why_not) {
+  if (config.regime == Regime::kNone || !IsValidRegime(static_cast<int>(config.regime))) {
+    return Decline(why_not, "regime is NONE (set QR_QUANTIZATION to FP, INT8, INT6, INT4 or INT3)");
+  }
+  if (!IsValidDType(static_cast<int>(dtype))) {
+    return Decline(why_not, "dtype is neither fp16 nor bf16");
+  }
+  if (WorldSizeIndex(world_size) < 0) {
+    return Decline(why_not, "world size " + std::to_string(world_size) + " is not 2, 4 or 8");
+  }
+  if (config.regime == Regime::kInt3 && world_size != 2) {
+    std::string reason = "INT3 is only supported at world size 2, this group has " +
+                         std::to_string(world_size);
+    static std::once_flag logged;
+    std::call_once(logged, [&] { spdlog::warn("quick-reduce declines: {}", reason); });
+    return Decline(why_not, std::move(reason));
+  }
+  if (bytes % 16 != 0) {
+    return Decline(why_not, std::to_string(bytes) + " bytes is not a multiple of 16");
+  }
+  const int64_t min = EffectiveMinSizeBytes(config, dtype, world_size);
+  if (bytes < static_cast<uint64_t>(min)) {
+    return Decline(why_not, std::to_string(bytes) + " bytes is below the minimum of " +
+                                std::to_string(min) + " bytes");
+  }
+  if (bytes > static_cast<uint64_t>(config.max_size_bytes)) {
+    return Decline(why_not, std::to_string(bytes) + " bytes is above the maximum of " +
+                                std::to_string(config.max_size_bytes) + " bytes");
+  }
+  if (!healthy) return Decline(why_not, "the group is not healthy");
+  return true;
+}
+
+Codec EffectiveCodec(const Config& config, Regime regime, size_t bytes) {
+  const Codec codec = CodecForRegime(regime);
+  if (config.quantization_min_size_bytes.has_value() &&
+      bytes < static_cast<uint64_t>(*config.quantization_min_size_bytes)) {
+    return Codec::kFp;
+  }
+  return codec;
+}
+
+}  // namespace qr

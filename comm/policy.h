@@ -1,0 +1,50 @@
+// The quick-reduce policy: which calls quick-reduce takes (should_all_reduce)
+// and which codec a call runs with. One shared function of (size, dtype,
+// world size, regime, config), so the GPU and host backends always agree.
+//
+//   if (ShouldAllReduce(config, bytes, dtype, ws, healthy, &why)) {
+//     Codec codec = EffectiveCodec(config, config.regime, bytes);
+//     ...
+//   }
+//
+// All functions are pure and thread-safe (ShouldAllReduce may log once).
+#ifndef QR_COMM_POLICY_H_
+#define QR_COMM_POLICY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "comm/config.h"
+#include "kernels/types.h"
+
+namespace qr {
+
+// "Never eligible": the min size for regime NONE or an unsupported world size.
+inline constexpr int64_t kNeverEligible = std::numeric_limits<int64_t>::max();
+
+// The min-size table of DESIGN.md (MiB -> bytes) for (dtype, world size
+// 2/4/8, regime); bf16 uses the fp16 row when cast_bf16_to_fp16 is on.
+// kNeverEligible for kNone, an invalid dtype, or a world size not 2/4/8.
+int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_to_fp16);
+
+// The floor that applies under `config`: the QR_MIN_SIZE_BYTES_MB override if
+// set, else the table for config.regime.
+int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size);
+
+// True when quick-reduce should take an all-reduce of `bytes` bytes: regime
+// not NONE, dtype fp16/bf16, world size 2/4/8, INT3 only at world size 2,
+// bytes % 16 == 0, floor <= bytes <= config.max_size_bytes, and the group is
+// healthy. Otherwise false, with the reason in *why_not when given. Declining
+// INT3 at a world size other than 2 is logged (warning, once per process).
+bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
+                     bool healthy = true, std::string* why_not = nullptr);
+
+// The codec a call of `bytes` bytes runs with under `regime` (not kNone):
+// FP below config.quantization_min_size_bytes, else the regime's codec.
+Codec EffectiveCodec(const Config& config, Regime regime, size_t bytes);
+
+}  // namespace qr
+
+#endif  // QR_COMM_POLICY_H_

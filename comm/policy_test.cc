@@ -1,0 +1,161 @@
+#include "comm/policy.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace qr {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr Regime kCodecRegimes[] = {Regime::kFp, Regime::kInt8, Regime::kInt6, Regime::kInt4,
+                                    Regime::kInt3};
+
+struct Row {
+  DType dtype;
+  int ws;
+  int64_t mib[5];  // FP, INT8, INT6, INT4, INT3
+};
+
+// DESIGN.md's table, written out independently of policy.cc.
+constexpr Row kTable[] = {
+    {DType::kFloat16, 2, {1, 2, 2, 1, 1}},
+    {DType::kFloat16, 4, {1, 16, 4, 2, 2}},
+    {DType::kFloat16, 8, {16, 4, 4, 2, 2}},
+    {DType::kBFloat16, 2, {2, 8, 8, 8, 8}},
+    {DType::kBFloat16, 4, {8, 64, 64, 16, 16}},
+    {DType::kBFloat16, 8, {16, 2048, 2048, 2048, 2048}},
+};
+
+Config ConfigFor(Regime regime, bool cast) {
+  Config c;
+  c.regime = regime;
+  c.cast_bf16_to_fp16 = cast;
+  return c;
+}
+
+const Row& FindRow(DType dtype, int ws) {
+  for (const Row& r : kTable) {
+    if (r.dtype == dtype && r.ws == ws) return r;
+  }
+  return kTable[0];
+}
+
+TEST(PolicyTest, MinSizeTableEveryRow) {
+  for (const Row& row : kTable) {
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(MinSizeBytes(row.dtype, row.ws, kCodecRegimes[i], /*cast=*/false),
+                row.mib[i] << 20)
+          << DTypeName(row.dtype) << " ws" << row.ws << " " << RegimeName(kCodecRegimes[i]);
+    }
+  }
+}
+
+TEST(PolicyTest, Bf16WithCastUsesTheFp16Row) {
+  for (int ws : {2, 4, 8}) {
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(MinSizeBytes(DType::kBFloat16, ws, kCodecRegimes[i], true),
+                FindRow(DType::kFloat16, ws).mib[i] << 20);
+      // fp16 ignores the cast flag.
+      EXPECT_EQ(MinSizeBytes(DType::kFloat16, ws, kCodecRegimes[i], true),
+                FindRow(DType::kFloat16, ws).mib[i] << 20);
+    }
+  }
+}
+
+TEST(PolicyTest, NeverEligibleForNoneOrBadWorldSize) {
+  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 2, Regime::kNone, false), kNeverEligible);
+  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 3, Regime::kFp, false), kNeverEligible);
+  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 16, Regime::kFp, false), kNeverEligible);
+}
+
+// Every table entry, every boundary: min, min - 16, max, max + 16, and a
+// size that is not a multiple of 16.
+TEST(PolicyTest, BoundariesForEveryTableEntry) {
+  for (const Row& row : kTable) {
+    for (bool cast : {false, true}) {
+      for (int i = 0; i < 5; ++i) {
+        const Regime regime = kCodecRegimes[i];
+        if (regime == Regime::kInt3 && row.ws != 2) continue;
+        const Config c = ConfigFor(regime, cast);
+        const DType row_dtype = (row.dtype == DType::kBFloat16 && cast) ? DType::kFloat16 : row.dtype;
+        const size_t min = static_cast<size_t>(FindRow(row_dtype, row.ws).mib[i]) << 20;
+        const size_t max = static_cast<size_t>(c.max_size_bytes);
+        const std::string label = std::string(DTypeName(row.dtype)) + " ws" +
+                                  std::to_string(row.ws) + " " + RegimeName(regime) +
+                                  (cast ? " cast" : "");
+        std::string why;
+        EXPECT_TRUE(ShouldAllReduce(c, min, row.dtype, row.ws, true, &why)) << label << why;
+        EXPECT_FALSE(ShouldAllReduce(c, min - 16, row.dtype, row.ws, true, &why)) << label;
+        EXPECT_THAT(why, HasSubstr("below the minimum"));
+        EXPECT_TRUE(ShouldAllReduce(c, max, row.dtype, row.ws)) << label;
+        EXPECT_FALSE(ShouldAllReduce(c, max + 16, row.dtype, row.ws, true, &why)) << label;
+        EXPECT_THAT(why, HasSubstr("above the maximum"));
+        if (min < max) {
+          EXPECT_FALSE(ShouldAllReduce(c, min + 8, row.dtype, row.ws, true, &why)) << label;
+          EXPECT_THAT(why, HasSubstr("multiple of 16"));
+        }
+      }
+    }
+  }
+}
+
+TEST(PolicyTest, NoneDeclines) {
+  std::string why;
+  EXPECT_FALSE(ShouldAllReduce(ConfigFor(Regime::kNone, true), 64 << 20, DType::kFloat16, 2,
+                               true, &why));
+  EXPECT_THAT(why, HasSubstr("NONE"));
+}
+
+TEST(PolicyTest, Int3OnlyAtWorldSizeTwo) {
+  const Config c = ConfigFor(Regime::kInt3, true);
+  std::string why;
+  EXPECT_TRUE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 2, true, &why));
+  for (int ws : {4, 8}) {
+    EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, ws, true, &why));
+    EXPECT_THAT(why, HasSubstr("INT3 is only supported at world size 2"));
+  }
+}
+
+TEST(PolicyTest, UnhealthyOrBadArgumentsDecline) {
+  const Config c = ConfigFor(Regime::kInt4, true);
+  std::string why;
+  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 2, /*healthy=*/false, &why));
+  EXPECT_THAT(why, HasSubstr("healthy"));
+  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, static_cast<DType>(7), 2, true, &why));
+  EXPECT_THAT(why, HasSubstr("dtype"));
+  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 6, true, &why));
+  EXPECT_THAT(why, HasSubstr("world size 6"));
+}
+
+TEST(PolicyTest, MinSizeOverrideReplacesTheTable) {
+  Config c = ConfigFor(Regime::kInt8, false);
+  c.min_size_bytes_override = 0;  // no floor
+  EXPECT_TRUE(ShouldAllReduce(c, 16, DType::kBFloat16, 8));
+  EXPECT_FALSE(ShouldAllReduce(c, 8, DType::kBFloat16, 8));
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 8), 0);
+  c.min_size_bytes_override = 3 << 20;
+  EXPECT_TRUE(ShouldAllReduce(c, 3 << 20, DType::kFloat16, 4));
+  EXPECT_FALSE(ShouldAllReduce(c, (3 << 20) - 16, DType::kFloat16, 4));
+  c.max_size_bytes = 4 << 20;
+  EXPECT_TRUE(ShouldAllReduce(c, 4 << 20, DType::kFloat16, 4));
+  EXPECT_FALSE(ShouldAllReduce(c, (4 << 20) + 16, DType::kFloat16, 4));
+}
+
+TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
+  Config c = ConfigFor(Regime::kInt4, true);
+  EXPECT_EQ(EffectiveCodec(c, Regime::kInt4, 16), Codec::kInt4);  // no threshold set
+  c.quantization_min_size_bytes = 256 << 10;
+  EXPECT_EQ(EffectiveCodec(c, Regime::kInt4, (256 << 10) - 16), Codec::kFp);
+  EXPECT_EQ(EffectiveCodec(c, Regime::kInt4, 256 << 10), Codec::kInt4);
+  EXPECT_EQ(EffectiveCodec(c, Regime::kInt3, 1 << 30), Codec::kInt3);
+  EXPECT_EQ(EffectiveCodec(c, Regime::kFp, 1 << 30), Codec::kFp);
+  // The threshold changes the codec, not eligibility.
+  c.min_size_bytes_override = 0;
+  EXPECT_TRUE(ShouldAllReduce(c, 1024, DType::kFloat16, 2));
+}
+
+}  // namespace
+}  // namespace qr
