@@ -1,0 +1,223 @@
+#include "comm/communicator.h"
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "comm/backend.h"
+#include "comm/config.h"
+#include "comm/host_backend.h"
+#include "comm/policy.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "ipc/group_client.h"
+#include "ipc/names.h"
+
+namespace qr {
+
+struct Communicator::Impl {
+  JoinOptions options;
+  Config config;
+  // Declared before backend_: the backend (which polls the group's abort
+  // word) must be destroyed first.
+  std::unique_ptr<ipc::GroupMembership> group;
+  std::unique_ptr<Backend> backend;
+  Status sticky;  // first data-path failure
+  bool left = false;
+
+  Status Health() {
+    if (!sticky.ok()) return sticky;
+    Status s = backend->Check();
+    if (s.ok()) s = group->Check();
+    if (!s.ok()) sticky = s;
+    return s;
+  }
+
+  Status Run(const void* in, void* out, size_t count, DType dtype, Regime regime, bool cast,
+             bool apply_threshold, void* stream);
+};
+
+namespace {
+
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Config& config) {
+  if (o.device == kDeviceHost) {
+    (void)config;
+    QR_ASSIGN_OR_RETURN(HostBackendOptions host, HostBackendOptionsFromEnv());
+    return CreateHostBackend(o.rank, o.world_size, host);
+  }
+  if (o.device < 0) {
+    return InvalidArgumentError("device " + std::to_string(o.device) +
+                                " is neither a GPU ordinal (>= 0) nor QR_DEVICE_HOST (-1)");
+  }
+  // TODO(#5): the GPU engineer wires CreateGpuBackend (comm/gpu_backend.h) in here.
+  return UnsupportedError("device " + std::to_string(o.device) +
+                          ": this build has no GPU backend; use QR_DEVICE_HOST (-1)");
+}
+
+StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
+  if (timeout_ms > 0) return std::chrono::milliseconds(timeout_ms);
+  QR_ASSIGN_OR_RETURN(int64_t ms, EnvInt({"QR_JOIN_TIMEOUT_MS"}, 60000, 1, 24LL * 3600 * 1000));
+  return std::chrono::milliseconds(ms);
+}
+
+bool Overlap(const void* a, const void* b, size_t bytes) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a);
+  const uintptr_t y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bytes && y < x + bytes;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  QR_RETURN_IF_ERROR(ipc::ValidateName("group", options.group));
+  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(options.world_size));
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(options.rank) + " is outside [0, " +
+                                std::to_string(options.world_size) + ")");
+  }
+  QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
+  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config));
+
+  ipc::JoinParams p;
+  p.socket_path = options.broker_socket;
+  p.group = options.group;
+  p.rank = options.rank;
+  p.world_size = options.world_size;
+  p.device_id = impl->backend->device_id();
+  p.buffer_bytes = impl->backend->buffer_bytes();
+  QR_ASSIGN_OR_RETURN(p.timeout, JoinTimeout(options.timeout_ms));
+  QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
+  QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
+
+  const std::string where = "group " + options.group + " rank " + std::to_string(options.rank);
+  Status s = impl->backend->Allocate(*impl->group);
+  if (s.ok()) s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
+  if (s.ok()) {
+    s = impl->backend->Connect(impl->group->Members(), *impl->group);
+    if (!s.ok()) {
+      // The peers are READY and about to wait on our flags: stop them now.
+      impl->group->RaiseAbort(where + " could not map its peers: " + s.message()).IgnoreError();
+    }
+  }
+  if (!s.ok()) {
+    impl->backend.reset();
+    impl->group->Leave().IgnoreError();
+    return s.WithContext("joining " + where + ": ");
+  }
+  spdlog::debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
+                impl->group->segment_name());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator::~Communicator() {
+  Status s = Leave();
+  if (!s.ok()) spdlog::warn("leaving group {}: {}", impl_->options.group, s.ToString());
+}
+
+int Communicator::rank() const { return impl_->options.rank; }
+int Communicator::world_size() const { return impl_->options.world_size; }
+int Communicator::device() const { return impl_->options.device; }
+const Config& Communicator::config() const { return impl_->config; }
+uint64_t Communicator::generation() const { return impl_->left ? 0 : impl_->group->generation(); }
+
+bool Communicator::ShouldAllReduce(size_t bytes, DType dtype) const {
+  // Never blocks: the sticky error and the abort word say whether the group
+  // is healthy.
+  const bool healthy = !impl_->left && impl_->sticky.ok() &&
+                       __atomic_load_n(impl_->group->abort_word(), __ATOMIC_ACQUIRE) == 0;
+  return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size, healthy);
+}
+
+Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype,
+                               void* stream) {
+  return impl_->Run(in, out, count, dtype, impl_->config.regime, impl_->config.cast_bf16_to_fp16,
+                    /*apply_threshold=*/true, stream);
+}
+
+Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype,
+                               Regime regime, bool cast_bf16_to_fp16, void* stream) {
+  return impl_->Run(in, out, count, dtype, regime, cast_bf16_to_fp16,
+                    /*apply_threshold=*/false, stream);
+}
+
+Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dtype,
+                               Regime regime, bool cast, bool apply_threshold, void* stream) {
+  if (left) return InvalidArgumentError("all_reduce: the communicator has left its group");
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+    return InvalidArgumentError("all_reduce: dtype must be fp16 or bf16");
+  }
+  if (regime == Regime::kNone) {
+    return UnsupportedError(
+        "all_reduce: regime NONE declines quick-reduce (set QR_QUANTIZATION to FP, INT8, INT6, "
+        "INT4 or INT3, or call qr_all_reduce_ex with a regime)");
+  }
+  if (regime == Regime::kInt3 && options.world_size != 2) {
+    return UnsupportedError("all_reduce: INT3 needs world size 2, this group has " +
+                            std::to_string(options.world_size));
+  }
+  if (count == 0) return OkStatus();
+  if (in == nullptr || out == nullptr) {
+    return InvalidArgumentError(std::string("all_reduce: ") + (in == nullptr ? "in" : "out") +
+                                " is NULL");
+  }
+  constexpr size_t kElemBytes = 2;
+  if (count > std::numeric_limits<size_t>::max() / kElemBytes) {
+    return InvalidArgumentError("all_reduce: count " + std::to_string(count) + " overflows");
+  }
+  const size_t bytes = count * kElemBytes;
+  if (bytes % 16 != 0) {
+    return InvalidArgumentError("all_reduce: message of " + std::to_string(bytes) +
+                                " bytes is not a multiple of 16 bytes");
+  }
+  if (bytes > static_cast<uint64_t>(config.max_size_bytes)) {
+    return InvalidArgumentError("all_reduce: message of " + std::to_string(bytes) +
+                                " bytes exceeds the maximum of " +
+                                std::to_string(config.max_size_bytes) +
+                                " bytes (QR_MAX_SIZE_BYTES_MB)");
+  }
+  if (in != out && Overlap(in, out, bytes)) {
+    return InvalidArgumentError("all_reduce: in and out overlap without being equal");
+  }
+  QR_RETURN_IF_ERROR(Health());
+
+  AllReduceCall call;
+  call.in = in;
+  call.out = out;
+  call.count = count;
+  call.dtype = dtype;
+  call.codec = apply_threshold ? EffectiveCodec(config, regime, bytes) : CodecForRegime(regime);
+  call.cast_bf16_to_fp16 = cast && dtype == DType::kBFloat16;
+  call.stream = stream;
+  Status s = backend->AllReduce(call);
+  if (!s.ok()) {
+    if (sticky.ok()) sticky = s;
+    return s;
+  }
+  group->CountOp(static_cast<int>(call.codec), bytes);
+  return OkStatus();
+}
+
+Status Communicator::Check() {
+  if (impl_->left) return InvalidArgumentError("check: the communicator has left its group");
+  return impl_->Health();
+}
+
+Status Communicator::Leave() {
+  if (impl_->left) return OkStatus();
+  impl_->left = true;
+  impl_->backend.reset();  // unmaps peers, unlinks our own buffers
+  Status s = impl_->group->Leave();
+  impl_->group.reset();
+  return s;
+}
+
+}  // namespace qr

@@ -1,0 +1,88 @@
+// Communicator: the C++ API of the quickreduce client library.
+//
+// One Communicator is one rank's membership in a group plus its data path
+// (host backend over POSIX shared memory, or a GPU backend). The C ABI in
+// comm/quickreduce.h is a thin layer over this class.
+//
+//   JoinOptions o;
+//   o.group = "tp0"; o.rank = rank; o.world_size = 2; o.device = kDeviceHost;
+//   QR_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, Communicator::Join(o));
+//   QR_RETURN_IF_ERROR(c->AllReduce(in, out, n, DType::kFloat16));
+//   QR_RETURN_IF_ERROR(c->Leave());
+//
+// Thread-compatible: one communicator must not be used by two threads at
+// once; distinct communicators are independent (also within one process).
+#ifndef QR_COMM_COMMUNICATOR_H_
+#define QR_COMM_COMMUNICATOR_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "comm/config.h"
+#include "common/status.h"
+#include "kernels/types.h"
+
+namespace qr {
+
+inline constexpr int kDeviceHost = -1;
+
+struct JoinOptions {
+  std::string broker_socket;  // empty: $QR_BROKER_SOCKET or the default
+  std::string group;          // [A-Za-z0-9._-]{1,63}
+  int rank = -1;
+  int world_size = 0;         // 2, 4 or 8
+  int device = kDeviceHost;   // GPU ordinal, or kDeviceHost
+  int timeout_ms = 0;         // join timeout; <= 0: $QR_JOIN_TIMEOUT_MS or 60000
+};
+
+class Communicator {
+ public:
+  // Loads the configuration from the environment, joins the group through
+  // the broker, allocates and publishes this rank's buffers and waits until
+  // every rank has mapped everyone's. The returned object owns all of it.
+  // Errors: kInvalidArgument (options or environment), kUnavailable (no
+  // broker), kTimeout (naming missing ranks), kAlreadyExists, kUnsupported
+  // (a GPU device in a build without the GPU backend), kPeerFailed.
+  [[nodiscard]] static StatusOr<std::unique_ptr<Communicator>> Join(const JoinOptions& options);
+
+  ~Communicator();  // Leave()s if not done yet; errors are logged
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  int device() const;
+  const Config& config() const;
+  uint64_t generation() const;
+
+  // The policy for the configured regime (comm/policy.h) and group health.
+  bool ShouldAllReduce(size_t bytes, DType dtype) const;
+
+  // All-reduce with the configured regime; FP below the quantization
+  // threshold. kUnsupported when the configured regime is NONE.
+  [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
+                                 void* stream = nullptr);
+  // All-reduce with `regime` forced (NONE is kUnsupported, INT3 needs world
+  // size 2). Errors of both: kInvalidArgument (null pointers, size not a
+  // multiple of 16 bytes or above the maximum, partially overlapping in/out),
+  // kUnsupported, kPeerFailed, kTimeout, kInternal. Data-path errors are sticky.
+  [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
+                                 Regime regime, bool cast_bf16_to_fp16, void* stream = nullptr);
+
+  // Never blocks: OK while healthy, else the sticky kPeerFailed / kTimeout.
+  [[nodiscard]] Status Check();
+
+  // Frees the data path (unlinking what this rank created) and leaves the
+  // group. Idempotent. Returns the broker's error, if any; frees regardless.
+  [[nodiscard]] Status Leave();
+
+ private:
+  struct Impl;
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qr
+
+#endif  // QR_COMM_COMMUNICATOR_H_
