@@ -1,0 +1,350 @@
+// qr-demo: the main job. Starts `--world-size` independent worker processes
+// (fork+exec of this binary), which join one group through the broker
+// (started on demand), all-reduce in every regime and both dtypes over a few
+// sizes, check every result (bit-identical to the host reference, and within
+// the codec's proven bound of the exact sum) and time the calls. Rank 0
+// prints a progress line and the table. Exit code 0 only if every check of
+// every rank passed.
+//
+//   ./bazelw run //:demo                      # 2 workers
+//   ./bazelw run //:demo -- --world-size 4
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/quickreduce.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "common/unique_fd.h"
+#include "ipc/names.h"
+#include "kernels/types.h"
+#include "tools/qr_demo_lib.h"
+
+extern char** environ;
+
+namespace qr::demo {
+namespace {
+
+struct Flags {
+  int world_size = 2;
+  std::string device = "auto";  // auto | host | gpu
+  std::vector<uint64_t> sizes = {16, 48 * 1024 + 16, 1 << 20, 4 << 20};
+  std::string group;
+  int worker_rank = -1;         // internal: >= 0 in a worker process
+};
+
+void Usage(FILE* f) {
+  std::fprintf(f,
+               "usage: qr-demo [--world-size 2|4|8] [--device auto|host|gpu]\n"
+               "               [--sizes BYTES,BYTES,...] [--group NAME]\n"
+               "Runs all-reduces across --world-size worker processes in every regime\n"
+               "and dtype, checks them, and prints a table. Honours QR_BROKER_SOCKET,\n"
+               "QR_BROKER_AUTOSTART, QR_CAST_BF16_TO_FP16, QR_OP_TIMEOUT_MS, QR_LOG_LEVEL.\n");
+}
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (a != "--help" && a != "-h") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "qr-demo: %s needs a value\n", a.c_str());
+        return false;
+      }
+      value = argv[++i];
+    }
+    char* end = nullptr;
+    if (a == "--help" || a == "-h") {
+      Usage(stdout);
+      std::exit(0);
+    } else if (a == "--world-size") {
+      f->world_size = static_cast<int>(std::strtol(value.c_str(), &end, 10));
+      if (*end != '\0' || (f->world_size != 2 && f->world_size != 4 && f->world_size != 8)) {
+        std::fprintf(stderr, "qr-demo: --world-size must be 2, 4 or 8, not '%s'\n",
+                     value.c_str());
+        return false;
+      }
+    } else if (a == "--device") {
+      if (value != "auto" && value != "host" && value != "gpu") {
+        std::fprintf(stderr, "qr-demo: --device must be auto, host or gpu\n");
+        return false;
+      }
+      f->device = value;
+    } else if (a == "--sizes") {
+      f->sizes.clear();
+      size_t pos = 0;
+      while (pos <= value.size()) {
+        const size_t comma = value.find(',', pos);
+        const std::string item = value.substr(pos, comma == std::string::npos ? comma : comma - pos);
+        const uint64_t bytes = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || bytes == 0 || bytes % 16 != 0) {
+          std::fprintf(stderr, "qr-demo: size '%s' is not a positive multiple of 16 bytes\n",
+                       item.c_str());
+          return false;
+        }
+        f->sizes.push_back(bytes);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    } else if (a == "--group") {
+      f->group = value;
+    } else if (a == "--worker-rank") {
+      f->worker_rank = static_cast<int>(std::strtol(value.c_str(), &end, 10));
+    } else {
+      std::fprintf(stderr, "qr-demo: unknown flag %s\n", a.c_str());
+      Usage(stderr);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+bool BrokerAnswers(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  struct sockaddr_un addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return fd.valid() &&
+         ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+// Under `bazel run` the broker is in the runfiles, not beside this binary:
+// point autostart at it unless the user already chose one.
+void FindBrokerBinary(const std::string& self) {
+  if (std::getenv("QR_BROKER_BIN") != nullptr) return;
+  std::vector<std::string> candidates;
+  if (const char* rf = std::getenv("RUNFILES_DIR")) {
+    candidates.push_back(std::string(rf) + "/quickreduce/ipc/broker/qr-broker");
+  }
+  candidates.push_back(self + ".runfiles/quickreduce/ipc/broker/qr-broker");
+  candidates.push_back(self.substr(0, self.rfind('/')) + "/../ipc/broker/qr-broker");
+  for (const std::string& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) {
+      char resolved[PATH_MAX];
+      ::setenv("QR_BROKER_BIN", ::realpath(c.c_str(), resolved) ? resolved : c.c_str(), 1);
+      return;
+    }
+  }
+}
+
+int Launch(const Flags& f, const std::string& self) {
+  const std::string group =
+      f.group.empty() ? "qr-demo-" + std::to_string(::getpid()) : f.group;
+  StatusOr<std::string> socket = ipc::ResolveSocketPath("");
+  if (!socket.ok()) {
+    std::fprintf(stderr, "qr-demo: %s\n", socket.status().ToString().c_str());
+    return 2;
+  }
+  FindBrokerBinary(self);
+  const bool running = BrokerAnswers(*socket);
+  std::printf("qr-demo: %d workers, group %s, broker %s (%s)\n", f.world_size, group.c_str(),
+              socket->c_str(), running ? "running" : "starting one");
+  std::fflush(stdout);
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < f.world_size; ++r) {
+    std::vector<std::string> args = {self, "--world-size", std::to_string(f.world_size),
+                                      "--device", f.device, "--group", group,
+                                      "--worker-rank", std::to_string(r), "--sizes"};
+    std::string sizes;
+    for (uint64_t s : f.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    args.push_back(sizes);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("qr-demo: fork");
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      return 2;
+    }
+    if (pid == 0) {
+      ::execve(argv[0], argv.data(), environ);
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (int r = 0; r < f.world_size; ++r) {
+    int status = 0;
+    while (::waitpid(pids[r], &status, 0) < 0 && errno == EINTR) {
+    }
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok) {
+      ++failed;
+      std::fprintf(stderr, "qr-demo: worker %d %s %d\n", r,
+                   WIFEXITED(status) ? "exited with" : "killed by signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+  }
+  if (failed) {
+    std::printf("qr-demo: FAILED (%d of %d workers)\n", failed, f.world_size);
+    return 1;
+  }
+  std::printf("qr-demo: all checks passed\n");
+  return 0;
+}
+
+struct Row {
+  std::string regime, dtype, size;
+  double max_error = 0, ratio = 0;
+  bool exact = false;
+  double us_per_call = 0;
+  double gbps = 0;
+};
+
+// Deterministic on every rank (calls are collective): small messages repeat
+// more so their time per call is measurable.
+int Iterations(uint64_t bytes) {
+  const uint64_t target = 16ull << 20;
+  return static_cast<int>(std::min<uint64_t>(100, std::max<uint64_t>(2, target / bytes)));
+}
+
+int Work(const Flags& f) {
+  const int rank = f.worker_rank;
+  const bool lead = rank == 0;
+  const bool tty = ::isatty(STDERR_FILENO);
+  qr_join_options o;
+  std::memset(&o, 0, sizeof(o));
+  o.group = f.group.c_str();
+  o.rank = rank;
+  o.world_size = f.world_size;
+  // TODO(#5): --device auto picks the GPU backend once it can report GPUs.
+  o.device = f.device == "gpu" ? rank : QR_DEVICE_HOST;
+  qr_comm* comm = nullptr;
+  if (qr_join(&o, &comm) != QR_OK) {
+    std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
+    return 2;
+  }
+  StatusOr<bool> cast_env = EnvBool({"QR_CAST_BF16_TO_FP16",
+                                     "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"}, true);
+  const bool cast = cast_env.ok() ? *cast_env : true;
+  if (lead) {
+    std::printf("qr-demo: joined (host backend%s); checking every output against the host\n"
+                "         reference (bit for bit) and the exact sum (proven codec bound)\n",
+                cast ? ", bf16 reduced through fp16" : "");
+    std::fflush(stdout);
+  }
+
+  std::vector<Codec> codecs;
+  for (Codec c : kAllCodecs) {
+    if (c != Codec::kInt3 || f.world_size == 2) codecs.push_back(c);
+  }
+  const int total = static_cast<int>(codecs.size() * 2 * f.sizes.size());
+  int done = 0, failures = 0;
+  std::vector<Row> rows;
+  for (Codec codec : codecs) {
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      for (uint64_t bytes : f.sizes) {
+        const int64_t n = static_cast<int64_t>(bytes / 2);
+        const uint64_t seed = 17 + static_cast<uint64_t>(done);
+        ++done;
+        if (lead) {
+          std::fprintf(stderr, "%s[%2d/%2d] %-4s %s %-10s", tty ? "\r" : "", done, total,
+                       CodecName(codec), DTypeName(dtype), FormatBytes(bytes).c_str());
+          std::fprintf(stderr, tty ? "\033[K" : "\n");
+        }
+        std::vector<uint16_t> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+        FillInput(dtype, rank, seed, n, in.data());
+        const qr_regime regime = static_cast<qr_regime>(codec);
+        const int use_cast = dtype == DType::kBFloat16 && cast;
+        if (qr_all_reduce_ex(comm, in.data(), out.data(), static_cast<size_t>(n),
+                             static_cast<qr_dtype>(dtype), regime, use_cast, nullptr) != QR_OK) {
+          std::fprintf(stderr, "\nqr-demo rank %d: %s %s %s: %s\n", rank, CodecName(codec),
+                       DTypeName(dtype), FormatBytes(bytes).c_str(), qr_last_error());
+          qr_leave(comm);
+          return 3;
+        }
+        kernels::TwoShotParams p;
+        p.world_size = f.world_size;
+        p.codec = codec;
+        p.dtype = dtype;
+        p.cast_bf16_to_fp16 = use_cast != 0;
+        p.num_elems = n;
+        const Verdict v = Verify(p, seed, out.data());
+        if (!v.ok()) {
+          ++failures;
+          std::fprintf(stderr, "\nqr-demo rank %d: MISMATCH %s %s %s: %s\n", rank,
+                       CodecName(codec), DTypeName(dtype), FormatBytes(bytes).c_str(),
+                       v.Describe().c_str());
+        }
+        const int iters = Iterations(bytes);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) {
+          if (qr_all_reduce_ex(comm, in.data(), out.data(), static_cast<size_t>(n),
+                               static_cast<qr_dtype>(dtype), regime, use_cast,
+                               nullptr) != QR_OK) {
+            std::fprintf(stderr, "\nqr-demo rank %d: %s\n", rank, qr_last_error());
+            qr_leave(comm);
+            return 3;
+          }
+        }
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        Row row;
+        row.regime = CodecName(codec);
+        row.dtype = DTypeName(dtype);
+        row.size = FormatBytes(bytes);
+        row.max_error = v.bound.max_error;
+        row.ratio = v.bound.max_ratio;
+        row.exact = v.bit_identical;
+        row.us_per_call = secs / iters * 1e6;
+        row.gbps = static_cast<double>(bytes) / (secs / iters) / 1e9;
+        rows.push_back(row);
+      }
+    }
+  }
+  if (lead && tty) std::fprintf(stderr, "\r\033[K");
+  if (qr_leave(comm) != QR_OK) {
+    std::fprintf(stderr, "qr-demo rank %d: leave: %s\n", rank, qr_last_error());
+  }
+  if (lead) {
+    std::printf("\n%-6s %-5s %10s  %11s  %9s  %-9s %11s  %8s\n", "regime", "dtype", "size",
+                "max |err|", "err/bound", "reference", "us/call", "GB/s");
+    for (const Row& r : rows) {
+      std::printf("%-6s %-5s %10s  %11.4g  %9.3f  %-9s %11.1f  %8.3f\n", r.regime.c_str(),
+                  r.dtype.c_str(), r.size.c_str(), r.max_error, r.ratio,
+                  r.exact ? "bit-exact" : "DIFFERS", r.us_per_call, r.gbps);
+    }
+    std::printf("\nerr/bound: largest |output - exact sum| / proven bound over all elements "
+                "(must be <= 1).\nus/call and GB/s (message bytes / time): rank 0, host "
+                "backend, %d processes on %ld cores.\n",
+                f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
+    std::fflush(stdout);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace qr::demo
+
+int main(int argc, char** argv) {
+  qr::demo::Flags flags;
+  if (!qr::demo::ParseFlags(argc, argv, &flags)) return 64;
+  qr::Status log = qr::InitLogging("qr-demo", "warn");
+  if (!log.ok()) std::fprintf(stderr, "qr-demo: %s\n", log.ToString().c_str());
+  if (flags.worker_rank >= 0) return qr::demo::Work(flags);
+  return qr::demo::Launch(flags, qr::demo::SelfExe());
+}
