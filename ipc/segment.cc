@@ -90,6 +90,7 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   h->buffer_bytes = p.buffer_bytes;
   h->created_unix_ms = NowUnixMs();
   CopyField(h->group, sizeof(h->group), p.group);
+  CopyField(h->socket_path, sizeof(h->socket_path), p.socket_path);
   StoreRelease(&h->magic, kSegmentMagic);
   return std::unique_ptr<GroupSegment>(
       new GroupSegment(p.name, std::move(region), base, p.world_size));

@@ -60,6 +60,7 @@ struct SegmentHeader {
   char group[64];
   int32_t joined_pid[kMaxRanks];  // atomic; the pid holding each rank, 0 = free
   char failure_reason[256];       // written before state becomes FAILED
+  char socket_path[112];          // the socket of the broker that owns the group
 };
 
 struct MemberSlot {
@@ -110,6 +111,7 @@ class GroupSegment {
     int world_size = 0;
     uint64_t generation = 0;
     uint64_t buffer_bytes = 0;
+    std::string socket_path;  // of the creating broker; only it (or its successor) adopts
   };
   // Creates the object exclusively (kAlreadyExists if the name is taken),
   // sizes, maps and initialises it. kUnavailable when /dev/shm is full.

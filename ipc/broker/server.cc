@@ -273,6 +273,7 @@ Status Server::Listen() {
   if (ec) return UnavailableError("bind " + path + ": " + ec.message());
   acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return InternalError("listen " + path + ": " + ec.message());
+  listening_ = true;
   spdlog::info("qr-broker {} (protocol {}) pid {} listening on {}", kBrokerVersion,
                ipc::kProtocolVersion, ::getpid(), path);
   return OkStatus();
@@ -283,6 +284,12 @@ void Server::Adopt() {
     auto seg = ipc::GroupSegment::Open(name);
     if (!seg.ok()) continue;
     ipc::SegmentHeader* h = (*seg)->header();
+    // Groups belong to the broker of one socket (several may run, e.g. in
+    // tests); another live broker's groups are never ours.
+    if (ipc::ReadField(h->socket_path, sizeof(h->socket_path)) != options_.socket_path ||
+        (h->broker_pid != ::getpid() && ipc::ProcessAlive(h->broker_pid))) {
+      continue;
+    }
     auto g = std::make_unique<Group>();
     g->name = ipc::ReadField(h->group, sizeof(h->group));
     g->generation = h->generation;
@@ -344,7 +351,9 @@ void Server::Stop() {
   for (auto& s : all) s->Finish();
   sessions_.clear();
   groups_.clear();  // unmaps; the segments stay for the members
-  ::unlink(options_.socket_path.c_str());
+  // Only the lock holder owns the socket path; a broker that lost the start
+  // race must not unlink the winner's socket.
+  if (listening_) ::unlink(options_.socket_path.c_str());
   lock_fd_.reset();
 }
 
@@ -535,6 +544,7 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
       p.world_size = ws;
       p.generation = gen;
       p.buffer_bytes = req.buffer_bytes;
+      p.socket_path = options_.socket_path;
       auto seg = ipc::GroupSegment::Create(p);
       if (seg.ok()) {
         group->seg = std::move(*seg);

@@ -83,6 +83,7 @@ class Server {
   asio::steady_timer timer_;
   UniqueFd lock_fd_;
   bool stopped_ = false;
+  bool listening_ = false;  // we hold the lock and bound the socket
   std::chrono::steady_clock::time_point started_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
   std::map<std::string, uint64_t> last_generation_;
