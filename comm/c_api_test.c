@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -119,7 +120,7 @@ static pid_t start_broker(const char* binary, const char* socket_path) {
 }
 
 int main(int argc, char** argv) {
-  char group[64], socket_path[108];
+  char group[64], socket_path[108], token[40];
   pid_t pids[2], broker;
   int r, status, rc = 0;
   qr_comm* c = (qr_comm*)&rc;
@@ -129,7 +130,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s <qr-broker>\n", argv[0]);
     return 2;
   }
-  snprintf(socket_path, sizeof socket_path, "/tmp/qr-c-api-test-%d.sock", (int)getpid());
+  /* Sandboxed tests share /tmp and /dev/shm and see the same small pids. */
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(token, sizeof token, "%d-%lx", (int)getpid(), (long)ts.tv_nsec);
+  }
+  snprintf(socket_path, sizeof socket_path, "/tmp/qr-c-api-test-%s.sock", token);
   setenv("QR_BROKER_SOCKET", socket_path, 1);
   setenv("QR_BROKER_AUTOSTART", "0", 1);
 
@@ -160,7 +167,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "could not start %s\n", argv[1]);
     return 2;
   }
-  snprintf(group, sizeof group, "c-api-%d", (int)getpid());
+  snprintf(group, sizeof group, "c-api-%s", token);
   for (r = 0; r < 2; ++r) {
     pids[r] = fork();
     if (pids[r] < 0) return 2;

@@ -126,7 +126,8 @@ int TimeoutWorker(const std::string& group, int rank, int ws) {
 class HostBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    socket_ = "/tmp/qr-hb-" + std::to_string(::getpid()) + ".sock";
+    token_ = UniqueToken();
+    socket_ = "/tmp/qr-hb-" + token_ + ".sock";
     ::setenv("QR_BROKER_SOCKET", socket_.c_str(), 1);
     auto b = BrokerProcess::Start(broker_binary, socket_);
     ASSERT_TRUE(b.ok()) << b.status();
@@ -138,7 +139,7 @@ class HostBackendTest : public ::testing::Test {
     ::unlink((socket_ + ".lock").c_str());
   }
   void Run(const char* worker, int ws) {
-    const std::string group = std::string(worker) + "-" + std::to_string(::getpid());
+    const std::string group = std::string(worker) + "-" + token_;
     std::vector<pid_t> pids;
     for (int r = 0; r < ws; ++r) {
       auto pid = Spawn({SelfExe(), "--worker", worker, group, std::to_string(r),
@@ -151,6 +152,7 @@ class HostBackendTest : public ::testing::Test {
   }
 
   std::string socket_;
+  std::string token_;
   BrokerProcess broker_;
 };
 

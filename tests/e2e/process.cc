@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -25,6 +27,13 @@ std::string SelfExe() {
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "";
   return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string UniqueToken() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", rd(), rd());
+  return buf;
 }
 
 int64_t MonotonicNanos() {

@@ -52,6 +52,10 @@ class BrokerProcess {
   std::string socket_;
 };
 
+// A short random token for names that must not collide with other tests'
+// (sandboxed tests share /tmp and /dev/shm, and see the same small pids).
+std::string UniqueToken();
+
 // Monotonic nanoseconds (CLOCK_MONOTONIC is the same clock in every process).
 int64_t MonotonicNanos();
 
