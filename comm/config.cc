@@ -1,5 +1,7 @@
 #include "comm/config.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,10 +18,58 @@ const EnvNames kMinSize = {"QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_S
 const EnvNames kQuantMinSize = {"QR_QUANTIZATION_MIN_SIZE_KB",
                                 "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB"};
 
+const EnvNames kMinSizeTable = {"QR_MIN_SIZE_TABLE"};
+
 // Byte sizes must fit int64 after scaling.
 constexpr int64_t kMaxKb = (int64_t{1} << 62) / kKiB;
 
+Status TableError(std::string_view source, int line, const std::string& what) {
+  return InvalidArgumentError("QR_MIN_SIZE_TABLE: " + std::string(source) + ":" +
+                              std::to_string(line) + ": " + what +
+                              " (allowed: '<fp16|bf16> ws<2|4|8>' and 5 sizes in MiB for FP, "
+                              "INT8, INT6, INT4, INT3)");
+}
+
 }  // namespace
+
+StatusOr<MinSizeTableMiB> ParseMinSizeTable(std::string_view text, std::string_view source) {
+  MinSizeTableMiB table;
+  for (auto& by_ws : table) {
+    for (auto& row : by_ws) row.fill(-1);
+  }
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    std::istringstream words(line);
+    std::string dtype;
+    if (!(words >> dtype) || dtype[0] == '#' || dtype == "FP") continue;
+    int d = -1;
+    if (dtype == "fp16") d = 0;
+    if (dtype == "bf16") d = 1;
+    if (d < 0) return TableError(source, number, "unknown dtype '" + dtype + "'");
+    std::string ws;
+    words >> ws;
+    int w = -1;
+    if (ws == "ws2") w = 0;
+    if (ws == "ws4") w = 1;
+    if (ws == "ws8") w = 2;
+    if (w < 0) return TableError(source, number, "unknown world size '" + ws + "'");
+    if (table[d][w][0] >= 0) return TableError(source, number, "duplicate row " + dtype + " " + ws);
+    for (int r = 0; r < 5; ++r) {
+      std::string word;
+      if (!(words >> word)) return TableError(source, number, "fewer than 5 sizes");
+      QR_ASSIGN_OR_RETURN(table[d][w][r],
+                          ParseInt("QR_MIN_SIZE_TABLE " + std::string(source) + ":" +
+                                       std::to_string(number),
+                                   word, 0, kMaxMaxSizeMb));
+    }
+    std::string extra;
+    if (words >> extra) return TableError(source, number, "more than 5 sizes");
+  }
+  return table;
+}
 
 const char* RegimeName(Regime regime) {
   switch (regime) {
@@ -64,6 +114,16 @@ StatusOr<Config> LoadConfigFromEnv() {
   }
   QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
   if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
+  if (auto table_path = LookupEnv(kMinSizeTable)) {
+    std::ifstream file(table_path->value);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file.good()) {
+      return InvalidArgumentError("QR_MIN_SIZE_TABLE=" + table_path->value +
+                                  " cannot be read (allowed: a readable table file)");
+    }
+    QR_ASSIGN_OR_RETURN(config.min_size_table, ParseMinSizeTable(text.str(), table_path->value));
+  }
   return config;
 }
 

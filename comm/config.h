@@ -7,6 +7,7 @@
 #ifndef QR_COMM_CONFIG_H_
 #define QR_COMM_CONFIG_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -34,6 +35,10 @@ inline constexpr int64_t kDefaultMaxSizeBytes = 2048 * kMiB;
 // QR_MAX_SIZE_BYTES_MB accepts 1 .. this many MiB (1 TiB).
 inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
 
+// A min-size table in MiB, indexed [dtype][world size 2/4/8 -> 0/1/2][regime
+// FP..INT3]; -1 where a table file has no row (the built-in row applies).
+using MinSizeTableMiB = std::array<std::array<std::array<int64_t, 5>, 3>, 2>;
+
 struct Config {
   Regime regime = Regime::kNone;   // QR_QUANTIZATION, default NONE
   bool cast_bf16_to_fp16 = true;   // QR_CAST_BF16_TO_FP16
@@ -42,14 +47,27 @@ struct Config {
   std::optional<int64_t> min_size_bytes_override;
   // QR_QUANTIZATION_MIN_SIZE_KB * 2^10: calls below it use the FP codec.
   std::optional<int64_t> quantization_min_size_bytes;
+  // QR_MIN_SIZE_TABLE=path: rows that replace the built-in table's (as printed
+  // by qr-bench); QR_MIN_SIZE_BYTES_MB still wins over both.
+  std::optional<MinSizeTableMiB> min_size_table;
 };
+
+// Parses a min-size table in DESIGN.md's layout: one row per line,
+// "<fp16|bf16> ws<2|4|8> FP INT8 INT6 INT4 INT3" with five non-negative
+// integers in MiB. Blank lines, lines starting with '#', and a header line
+// whose first word is FP are skipped. `source` names the file in errors.
+// kInvalidArgument naming source, the line number and what is wrong for a
+// malformed or duplicate row.
+[[nodiscard]] StatusOr<MinSizeTableMiB> ParseMinSizeTable(std::string_view text,
+                                                         std::string_view source);
 
 // Reads the QR_* variables (aliases: VLLM_ROCM_QUICK_REDUCE_*; when both are
 // set the QR_* one wins). Returns kInvalidArgument naming the variable and
 // the allowed values for: an unknown regime, a non-boolean cast flag, a
 // non-integer or out-of-range size (max 1..2^20 MiB; min and quantization
-// thresholds >= 0), or a min size above the max size. Thread-safe (reads the
-// environment only).
+// thresholds >= 0), a min size above the max size, or a QR_MIN_SIZE_TABLE
+// file that cannot be read or parsed. Thread-safe (reads the environment and
+// that file only).
 [[nodiscard]] StatusOr<Config> LoadConfigFromEnv();
 
 }  // namespace qr

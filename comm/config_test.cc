@@ -1,6 +1,8 @@
 #include "comm/config.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +21,7 @@ const char* const kAllVars[] = {
     "QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
     "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
     "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
+    "QR_MIN_SIZE_TABLE",
 };
 
 class ConfigTest : public ::testing::Test {
@@ -124,6 +127,46 @@ TEST_F(ConfigTest, MinAboveMaxIsAnError) {
   Set("VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "64");
   ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
   EXPECT_EQ(c.min_size_bytes_override, 64 * kMiB);
+}
+
+TEST_F(ConfigTest, MinSizeTableFileReplacesRows) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/min_size_table.txt";
+  {
+    std::ofstream f(path);
+    f << "# measured on this machine\n"
+         "            FP  INT8 INT6 INT4 INT3\n"
+         "fp16 ws2     3     4    5    6    7\n"
+         "\n"
+         "bf16 ws8     0     1    1    1    1\n";
+  }
+  Set("QR_MIN_SIZE_TABLE", path.c_str());
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  ASSERT_TRUE(c.min_size_table.has_value());
+  const MinSizeTableMiB& t = *c.min_size_table;
+  EXPECT_EQ(t[0][0][0], 3);
+  EXPECT_EQ(t[0][0][4], 7);
+  EXPECT_EQ(t[1][2][0], 0);
+  EXPECT_EQ(t[0][1][0], -1);  // fp16 ws4: no row
+  Set("QR_MIN_SIZE_TABLE", (path + ".missing").c_str());
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("QR_MIN_SIZE_TABLE"), HasSubstr("cannot be read"))));
+}
+
+TEST(MinSizeTableTest, MalformedRowsNameTheLine) {
+  const char* bad[] = {
+      "fp32 ws2 1 1 1 1 1",       "fp16 ws3 1 1 1 1 1", "fp16 ws2 1 1 1 1",
+      "fp16 ws2 1 1 1 1 1 1",     "fp16 ws2 1 x 1 1 1", "fp16 ws2 1 -1 1 1 1",
+      "fp16 ws2 1 1 1 1 1\nfp16 ws2 1 1 1 1 1",
+  };
+  for (const char* text : bad) {
+    EXPECT_THAT(ParseMinSizeTable(text, "t.txt").status(),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("QR_MIN_SIZE_TABLE"), HasSubstr("t.txt:"))))
+        << text;
+  }
+  ASSERT_OK_AND_ASSIGN(MinSizeTableMiB t, ParseMinSizeTable("", "empty"));
+  EXPECT_EQ(t[1][1][3], -1);
 }
 
 TEST(RegimeTest, NamesAndCodecs) {

@@ -46,7 +46,12 @@ int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_
 
 int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size) {
   if (config.min_size_bytes_override.has_value()) return *config.min_size_bytes_override;
-  return MinSizeBytes(dtype, world_size, config.regime, config.cast_bf16_to_fp16);
+  const int64_t builtin = MinSizeBytes(dtype, world_size, config.regime, config.cast_bf16_to_fp16);
+  if (builtin == kNeverEligible || !config.min_size_table.has_value()) return builtin;
+  const int row = static_cast<int>(WorkDType(dtype, config.cast_bf16_to_fp16));
+  const int64_t mib =
+      (*config.min_size_table)[row][WorldSizeIndex(world_size)][static_cast<int>(config.regime)];
+  return mib >= 0 ? mib * kMiB : builtin;
 }
 
 bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,

@@ -30,7 +30,8 @@ inline constexpr int64_t kNeverEligible = std::numeric_limits<int64_t>::max();
 int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_to_fp16);
 
 // The floor that applies under `config`: the QR_MIN_SIZE_BYTES_MB override if
-// set, else the table for config.regime.
+// set, else the QR_MIN_SIZE_TABLE row if the file has one, else the built-in
+// table, for config.regime.
 int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size);
 
 // True when quick-reduce should take an all-reduce of `bytes` bytes: regime

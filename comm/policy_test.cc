@@ -144,6 +144,25 @@ TEST(PolicyTest, MinSizeOverrideReplacesTheTable) {
   EXPECT_FALSE(ShouldAllReduce(c, (4 << 20) + 16, DType::kFloat16, 4));
 }
 
+TEST(PolicyTest, TableFileRowsReplaceBuiltInRows) {
+  MinSizeTableMiB table;
+  for (auto& by_ws : table) {
+    for (auto& row : by_ws) row.fill(-1);
+  }
+  table[0][1] = {5, 6, 7, 8, 9};  // fp16 ws4
+  Config c = ConfigFor(Regime::kInt4, true);
+  c.min_size_table = table;
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 8 << 20);
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 4), 8 << 20);  // cast: fp16 row
+  EXPECT_TRUE(ShouldAllReduce(c, 8 << 20, DType::kFloat16, 4));
+  EXPECT_FALSE(ShouldAllReduce(c, (8 << 20) - 16, DType::kFloat16, 4));
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 2), 1 << 20);   // no row: built-in
+  c.cast_bf16_to_fp16 = false;
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 4), 16 << 20);  // bf16 ws4: built-in
+  c.min_size_bytes_override = 0;  // QR_MIN_SIZE_BYTES_MB wins
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 0);
+}
+
 TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
   Config c = ConfigFor(Regime::kInt4, true);
   EXPECT_EQ(EffectiveCodec(c, Regime::kInt4, 16), Codec::kInt4);  // no threshold set
