@@ -23,8 +23,12 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
   using C = Codec<kBf16, kA>;
   static_assert(C::kSegWireBytes * kWs <= kTwoShotSlotBytes, "slot too small");
 
-  // A rank that gave up drains every later call at once (sticky error).
-  if (platform::AtomicLoadRelaxedSystem(p.error_word) != kGpuErrorNone) return;
+  // A rank that gave up drains every later call at once (sticky error). One
+  // thread reads the flag (device memory) for the whole block.
+  __shared__ uint32_t gave_up;
+  if (threadIdx.x == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
+  __syncthreads();
+  if (gave_up != kGpuErrorNone) return;
 
   const int tid = threadIdx.x;
   const size_t slot = static_cast<size_t>(blockIdx.x) * kTwoShotSlotBytes;
@@ -105,8 +109,18 @@ KernelFn PickCodec(GpuCodec codec) {
   switch (codec) {
     case GpuCodec::kFp:
       return TwoShotKernel<kElem, FpCodec, kWs>;
-    default:
-      return nullptr;
+    case GpuCodec::kInt8:
+      return TwoShotKernel<kElem, Int8Codec, kWs>;
+    case GpuCodec::kInt6:
+      return TwoShotKernel<kElem, Int6Codec, kWs>;
+    case GpuCodec::kInt4:
+      return TwoShotKernel<kElem, Int4Codec, kWs>;
+    case GpuCodec::kInt3:
+      if constexpr (kWs == 2) {
+        return TwoShotKernel<kElem, Int3Codec, kWs>;
+      } else {
+        return nullptr;
+      }
   }
   return nullptr;
 }
@@ -196,6 +210,7 @@ Status LaunchTwoShot(const TwoShotArgs& a) {
   p.data1 = l.data1;
   p.data2 = l.data2;
   p.colours = a.colours;
+  p.dev_error = a.colours + a.max_blocks;
   p.abort_word = a.abort_word;
   p.error_word = a.error_word;
   p.timeout_ticks = a.timeout_ticks;

@@ -47,6 +47,9 @@ struct TwoShotLayout {
 };
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
 
+// Words of device state (colours + device error flag) a rank needs.
+constexpr size_t TwoShotStateWords(int max_blocks) { return static_cast<size_t>(max_blocks) + 1; }
+
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);
 
@@ -70,7 +73,9 @@ struct TwoShotArgs {
   // Every rank's receive buffer as addressed from this device (own included).
   std::array<void*, kGpuMaxRanks> buffers{};
   int max_blocks = 0;        // the layout's; grid <= max_blocks
-  uint32_t* colours = nullptr;           // device, max_blocks words, zeroed once
+  // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
+  // per-block colours, then this rank's device-side copy of the error word.
+  uint32_t* colours = nullptr;
   const uint32_t* abort_word = nullptr;  // device-visible; non-zero = give up (may be null)
   uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
   uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none

@@ -39,17 +39,21 @@ struct KernelParams {
   char* buffers[kGpuMaxRanks];
   size_t flags1, flags2, data1, data2;  // layout offsets
   uint32_t* colours;
+  uint32_t* dev_error;  // device memory: first reason this rank gave up (sticky)
   const uint32_t* abort_word;
-  uint32_t* error_word;
+  uint32_t* error_word;  // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;
 };
 
 // ---------------------------------------------------------------------------
 // Waiting.
 
-// Records why this rank gave up (first reason wins). Called by one thread.
-QR_DEVICE_INLINE void SetError(uint32_t* error_word, uint32_t code) {
-  platform::AtomicCasSystem(error_word, kGpuErrorNone, code);
+// Records why this rank gave up: the first reason wins on the device word
+// (device-memory atomics), and the winner publishes it to the host word.
+QR_DEVICE_INLINE void SetError(const KernelParams& p, uint32_t code) {
+  if (platform::AtomicCasSystem(p.dev_error, kGpuErrorNone, code) == kGpuErrorNone) {
+    platform::AtomicStoreRelaxedSystem(p.error_word, code);
+  }
 }
 
 // Spins until *flag == colour. Gives up (returns false) when the group's
@@ -64,12 +68,12 @@ QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const Kern
   while (platform::AtomicLoadAcquireSystem(flag) != colour) {
     if ((++spins & 63u) != 0) continue;
     if (p.abort_word != nullptr && platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
-      SetError(p.error_word, kGpuErrorAborted);
+      SetError(p, kGpuErrorAborted);
       return false;
     }
-    if (platform::AtomicLoadRelaxedSystem(p.error_word) != kGpuErrorNone) return false;
+    if (platform::AtomicLoadRelaxedSystem(p.dev_error) != kGpuErrorNone) return false;
     if (p.timeout_ticks != 0 && platform::WallClock() - start > p.timeout_ticks) {
-      SetError(p.error_word, kGpuErrorTimeout);
+      SetError(p, kGpuErrorTimeout);
       return false;
     }
   }
@@ -118,12 +122,10 @@ struct Elem<GpuElem::kBf16> {
   QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
 };
 
-// Saturating bf16 -> fp16 so a finite input never becomes inf.
+// Saturating bf16 -> fp16 (kernels/float16.h BFloat16ToHalf): a finite
+// input never becomes inf.
 QR_DEVICE_INLINE uint16_t Bf16ToFp16Saturating(uint16_t b) {
-  float f = platform::Bf16BitsToFloat(b);
-  if (f > 65504.0f) f = 65504.0f;
-  if (f < -65504.0f) f = -65504.0f;
-  return platform::FloatToFp16Bits(f);
+  return platform::FloatToFp16Bits(platform::Bf16BitsToFloat(b));
 }
 
 template <>

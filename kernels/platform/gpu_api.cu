@@ -5,8 +5,12 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "kernels/platform/device_macros.h"
+#include "common/status_macros.h"
 #include "kernels/platform/gpu_status.h"
 
 namespace qr::gpu {
@@ -78,7 +82,15 @@ StatusOr<bool> CanAccessPeer(int device, int peer) {
 }
 
 Status EnablePeerAccess(int peer) {
+  // Enable each (device, peer) pair once per process: a second enable is an
+  // error the runtime (and compute-sanitizer) reports.
+  static std::mutex mu;
+  static std::set<std::pair<int, int>> enabled;
+  QR_ASSIGN_OR_RETURN(int device, GetDevice());
+  std::lock_guard<std::mutex> lock(mu);
+  if (enabled.count({device, peer}) != 0) return OkStatus();
   hipError_t e = hipDeviceEnablePeerAccess(peer, 0);
+  if (e == hipSuccess) enabled.insert({device, peer});
   if (e == hipErrorPeerAccessAlreadyEnabled) {
     (void)hipGetLastError();
     return OkStatus();
@@ -111,7 +123,7 @@ void Free(void* device_ptr) {
 
 StatusOr<void*> HostAllocMapped(size_t bytes, void** device_ptr) {
   void* h = nullptr;
-  QR_GPU_RETURN_IF_ERROR(hipHostMalloc(&h, bytes, hipHostMallocMapped));
+  QR_GPU_RETURN_IF_ERROR(hipHostMalloc(&h, bytes, hipHostMallocMapped | hipHostMallocPortable));
   std::memset(h, 0, bytes);
   hipError_t e = hipHostGetDevicePointer(device_ptr, h, 0);
   if (e != hipSuccess) {
@@ -126,7 +138,7 @@ void HostFree(void* host_ptr) {
 }
 
 StatusOr<void*> HostRegisterMapped(void* host_ptr, size_t bytes) {
-  QR_GPU_RETURN_IF_ERROR(hipHostRegister(host_ptr, bytes, hipHostRegisterMapped));
+  QR_GPU_RETURN_IF_ERROR(hipHostRegister(host_ptr, bytes, hipHostRegisterMapped | hipHostRegisterPortable));
   void* d = nullptr;
   hipError_t e = hipHostGetDevicePointer(&d, host_ptr, 0);
   if (e != hipSuccess) {
@@ -225,6 +237,11 @@ Status DeviceSynchronize() {
 
 Status BeginCapture(Stream stream) {
   QR_GPU_RETURN_IF_ERROR(hipStreamBeginCapture(S(stream), hipStreamCaptureModeGlobal));
+  return OkStatus();
+}
+
+Status BeginCaptureThreadLocal(Stream stream) {
+  QR_GPU_RETURN_IF_ERROR(hipStreamBeginCapture(S(stream), hipStreamCaptureModeThreadLocal));
   return OkStatus();
 }
 

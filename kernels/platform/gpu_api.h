@@ -76,6 +76,9 @@ void StreamDestroy(Stream stream);
 // Graph capture of everything enqueued on `stream` between the two calls
 // (global capture mode), instantiated for replay.
 [[nodiscard]] Status BeginCapture(Stream stream);
+// Same, but only this thread's unsafe calls invalidate the capture (for one
+// capturing thread per device).
+[[nodiscard]] Status BeginCaptureThreadLocal(Stream stream);
 [[nodiscard]] StatusOr<GraphExec> EndCapture(Stream stream);
 [[nodiscard]] Status GraphLaunch(GraphExec graph, Stream stream);
 void GraphDestroy(GraphExec graph);

@@ -23,23 +23,49 @@ QR_DEVICE_INLINE float Fp16BitsToFloat(uint16_t h) {
   return __half2float(__half(r));
 }
 
-// Round-half-even; overflow becomes inf, NaN stays NaN.
+// Round-half-even and SATURATING like kernels/float16.h FloatToHalf: a
+// finite value never becomes inf, NaN becomes the canonical 0x7E00.
 QR_DEVICE_INLINE uint16_t FloatToFp16Bits(float f) {
-  __half_raw r = static_cast<__half_raw>(__float2half_rn(f));
-  return r.x;
+  const uint32_t bits = __float_as_uint(f);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return 0x7E00u;
+  if (abs == 0x7F800000u) return sign | 0x7C00u;
+  if (abs >= 0x477FF000u) return sign | 0x7BFFu;
+  if (abs >= 0x38800000u) {
+    const uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
+    return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
+  }
+  if (abs <= 0x33000000u) return sign;
+  const uint32_t e = abs >> 23;
+  const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
+  const uint32_t shift = 126u - e;
+  uint32_t result = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (result & 1u))) ++result;
+  return sign | static_cast<uint16_t>(result);
 }
 
 QR_DEVICE_INLINE float Bf16BitsToFloat(uint16_t b) {
   return __uint_as_float(static_cast<uint32_t>(b) << 16);
 }
 
-// Round-half-even; NaN stays a (quiet) NaN.
+// Round-half-even and saturating like kernels/float16.h FloatToBFloat16; NaN
+// becomes the canonical 0x7FC0.
 QR_DEVICE_INLINE uint16_t FloatToBf16Bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t bits = __float_as_uint(f);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return 0x7FC0u;
+  if (abs == 0x7F800000u) return sign | 0x7F80u;
+  const uint32_t rounded = abs + 0x7FFFu + ((abs >> 16) & 1u);
+  if (rounded >= 0x7F800000u) return sign | 0x7F7Fu;
+  return sign | static_cast<uint16_t>(rounded >> 16);
 }
+
+// Round to nearest integer, ties to even (rintf).
+QR_DEVICE_INLINE float RintRn(float x) { return rintf(x); }
 
 }  // namespace qr::platform
 

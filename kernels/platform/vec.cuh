@@ -44,6 +44,29 @@ QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
                : "memory");
 }
 
+// Narrow loads from a receive buffer, same cache rule as LoadShared16.
+QR_DEVICE_INLINE uint32_t LoadShared32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+QR_DEVICE_INLINE uint32_t LoadShared16Bits(const void* p) {
+  unsigned short v;
+  asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+  return v;
+}
+
+QR_DEVICE_INLINE uint32_t LoadShared8Bits(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.cg.u8 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+QR_DEVICE_INLINE void LoadShared64(const void* p, uint32_t& lo, uint32_t& hi) {
+  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(p) : "memory");
+}
+
 #else  // AMD: receive buffers are fine-grained; non-temporal accesses skip caches.
 
 QR_DEVICE_INLINE Vec16 LoadShared16(const void* p) {
@@ -60,7 +83,35 @@ QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
   __builtin_nontemporal_store(v.w[3], q + 3);
 }
 
+QR_DEVICE_INLINE uint32_t LoadShared32(const void* p) {
+  return __builtin_nontemporal_load(static_cast<const uint32_t*>(p));
+}
+
+QR_DEVICE_INLINE uint32_t LoadShared16Bits(const void* p) {
+  return __builtin_nontemporal_load(static_cast<const uint16_t*>(p));
+}
+
+QR_DEVICE_INLINE uint32_t LoadShared8Bits(const void* p) {
+  return __builtin_nontemporal_load(static_cast<const uint8_t*>(p));
+}
+
+QR_DEVICE_INLINE void LoadShared64(const void* p, uint32_t& lo, uint32_t& hi) {
+  const uint32_t* q = static_cast<const uint32_t*>(p);
+  lo = __builtin_nontemporal_load(q);
+  hi = __builtin_nontemporal_load(q + 1);
+}
+
 #endif
+
+// Value of `v` in lane `src` of the same group of `width` lanes (all lanes
+// of the group must call it).
+QR_DEVICE_INLINE uint32_t ShuffleU32(uint32_t v, int src, int width) {
+  return static_cast<uint32_t>(__shfl(static_cast<int>(v), src, width));
+}
+
+QR_DEVICE_INLINE uint32_t ShuffleXorU32(uint32_t v, int mask, int width) {
+  return static_cast<uint32_t>(__shfl_xor(static_cast<int>(v), mask, width));
+}
 
 }  // namespace qr::platform
 

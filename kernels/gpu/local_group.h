@@ -1,0 +1,79 @@
+// LocalGroup: all ranks of a two-shot group driven from ONE process, one GPU
+// per rank, with peer access instead of IPC handles. For GPU tests and
+// qr-bench: it needs neither the broker nor the client library, yet runs the
+// very kernel the GPU backend launches (LaunchTwoShot).
+//
+//   QR_ASSIGN_OR_RETURN(auto g, LocalGroup::Create(2));
+//   QR_RETURN_IF_ERROR(g->LaunchAll(call, ins, outs));   // enqueue on every rank
+//   QR_RETURN_IF_ERROR(g->Synchronize());
+//
+// Not thread-safe. Every method may change the calling thread's current device.
+#ifndef QR_KERNELS_GPU_LOCAL_GROUP_H_
+#define QR_KERNELS_GPU_LOCAL_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/gpu/two_shot.h"
+
+namespace qr::kernels {
+
+struct LocalCall {
+  GpuElem elem = GpuElem::kFp16;
+  GpuCodec codec = GpuCodec::kFp;
+  size_t count = 0;          // elements per rank
+  uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
+};
+
+class LocalGroup {
+ public:
+  // GPUs 0..world_size-1. kUnavailable when there are too few GPUs or a pair
+  // lacks peer access; kInternal on runtime errors. max_blocks <= 0: the
+  // backend's default (multiprocessors x kTwoShotBlocksPerSm).
+  [[nodiscard]] static StatusOr<std::unique_ptr<LocalGroup>> Create(int world_size,
+                                                                    int max_blocks = 0);
+  ~LocalGroup();
+  LocalGroup(const LocalGroup&) = delete;
+  LocalGroup& operator=(const LocalGroup&) = delete;
+
+  int world_size() const { return world_size_; }
+  int max_blocks() const { return max_blocks_; }
+  void* stream(int rank) const { return streams_[rank]; }
+  size_t buffer_bytes() const;
+
+  // Enqueues one all-reduce for `rank` only (on its device and stream).
+  // in/out are that rank's device buffers.
+  [[nodiscard]] Status Launch(int rank, const LocalCall& call, const void* in, void* out);
+  // Enqueues the call on every rank: ins[r]/outs[r] live on GPU r.
+  [[nodiscard]] Status LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,
+                                 const std::vector<void*>& outs);
+  [[nodiscard]] Status Synchronize();
+
+  // The group's abort word (host memory mapped into every GPU).
+  void RaiseAbort();
+  // What rank's kernel wrote into its error word (kGpuError*).
+  uint32_t error(int rank) const;
+
+ private:
+  LocalGroup() = default;
+
+  int world_size_ = 0;
+  int max_blocks_ = 0;
+  uint64_t ticks_per_ms_ = 0;
+  std::vector<void*> buffers_;    // device r's receive buffer
+  std::vector<void*> colours_;    // device r's colours
+  std::vector<void*> error_host_;  // pinned mapped words
+  std::vector<void*> error_dev_;
+  std::vector<void*> streams_;
+  void* abort_host_ = nullptr;
+  void* abort_dev_ = nullptr;
+};
+
+// The grid cap the GPU backend uses for `device`.
+[[nodiscard]] StatusOr<int> DefaultMaxBlocks(int device);
+
+}  // namespace qr::kernels
+
+#endif  // QR_KERNELS_GPU_LOCAL_GROUP_H_

@@ -1,0 +1,357 @@
+// Two GPUs driven from one process (peer access, no broker): the two-shot
+// kernel against the host reference bit for bit, graph replay, the
+// alternating-shape hang regression, and abort/timeout giving up.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "kernels/gpu/local_group.h"
+#include "kernels/gpu/two_shot.h"
+#include "kernels/platform/gpu_api.h"
+#include "kernels/two_shot_reference.h"
+#include "tests/gpu/test_data.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr::kernels {
+namespace {
+
+using ::qr::testing::ElemDType;
+using ::qr::testing::FirstDifference;
+
+constexpr int kWs = 2;
+
+// Device in/out buffers for every rank, sized for `count` elements.
+struct RankBuffers {
+  std::vector<void*> in, out;
+  size_t bytes = 0;
+  ~RankBuffers() {
+    for (size_t r = 0; r < in.size(); ++r) {
+      (void)gpu::SetDevice(static_cast<int>(r));
+      gpu::Free(in[r]);
+      gpu::Free(out[r]);
+    }
+  }
+};
+
+std::unique_ptr<RankBuffers> Alloc(size_t count) {
+  auto b = std::make_unique<RankBuffers>();
+  b->bytes = count * 2;
+  b->in.assign(kWs, nullptr);
+  b->out.assign(kWs, nullptr);
+  for (int r = 0; r < kWs; ++r) {
+    EXPECT_OK(gpu::SetDevice(r));
+    auto in = gpu::Malloc(b->bytes + 16);
+    auto out = gpu::Malloc(b->bytes + 16);
+    EXPECT_OK(in.status());
+    EXPECT_OK(out.status());
+    if (!in.ok() || !out.ok()) return nullptr;
+    b->in[r] = *in;
+    b->out[r] = *out;
+  }
+  return b;
+}
+
+class TwoShotLocalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int n = gpu::DeviceCount();
+    if (n < kWs) GTEST_SKIP() << "needs " << kWs << " GPUs, found " << n;
+    auto g = LocalGroup::Create(kWs);
+    ASSERT_OK(g.status());
+    group_ = std::move(*g);
+  }
+
+  // Runs one all-reduce of host inputs and checks both ranks against the
+  // reference, bit for bit; in_place uses the input buffer as output.
+  void RunAndCheck(GpuElem elem, GpuCodec codec, size_t count,
+                   const std::vector<std::vector<uint16_t>>& inputs, bool in_place = false) {
+    SCOPED_TRACE(std::string(testing::GpuCodecName(codec)) + " " + testing::ElemName(elem) +
+                 " count=" + std::to_string(count) + (in_place ? " in-place" : ""));
+    auto buf = Alloc(count);
+    ASSERT_NE(buf, nullptr);
+    std::vector<const void*> ins;
+    std::vector<void*> outs;
+    for (int r = 0; r < kWs; ++r) {
+      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::Memset(buf->in[r], 0xA5, count * 2 + 16));  // poison
+      ASSERT_OK(gpu::Memset(buf->out[r], 0xA5, count * 2 + 16));
+      ASSERT_OK(gpu::Memcpy(buf->in[r], inputs[r].data(), count * 2));
+      ins.push_back(buf->in[r]);
+      outs.push_back(in_place ? buf->in[r] : buf->out[r]);
+    }
+    LocalCall call{elem, codec, count, 10000};
+    ASSERT_OK(group_->LaunchAll(call, ins, outs));
+    ASSERT_OK(group_->Synchronize());
+    for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
+
+    std::vector<std::vector<uint16_t>> want(kWs, std::vector<uint16_t>(count));
+    std::vector<const uint16_t*> in_ptrs;
+    std::vector<uint16_t*> want_ptrs;
+    for (int r = 0; r < kWs; ++r) {
+      in_ptrs.push_back(inputs[r].data());
+      want_ptrs.push_back(want[r].data());
+    }
+    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(elem, codec, kWs, count), in_ptrs.data(),
+                                 want_ptrs.data()));
+    std::vector<uint16_t> first;
+    for (int r = 0; r < kWs; ++r) {
+      std::vector<uint16_t> got(count + 8);
+      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::Memcpy(got.data(), outs[r], count * 2 + 16));
+      // Nothing written past the end.
+      for (int i = 0; i < 8; ++i) ASSERT_EQ(got[count + i], 0xA5A5) << "rank " << r;
+      got.resize(count);
+      EXPECT_EQ(FirstDifference(got, want[r]), "") << "rank " << r << " vs reference";
+      if (r == 0) {
+        first = got;
+      } else {
+        EXPECT_EQ(FirstDifference(got, first), "") << "rank " << r << " vs rank 0";
+      }
+    }
+  }
+
+  std::unique_ptr<LocalGroup> group_;
+};
+
+class TwoShotBitExactTest
+    : public TwoShotLocalTest,
+      public ::testing::WithParamInterface<std::tuple<GpuCodec, GpuElem>> {};
+
+TEST_P(TwoShotBitExactTest, EqualsReferenceAtManySizes) {
+  const auto [codec, elem] = GetParam();
+  // Elements: tiny, around an atom row (2048), around a tile (16384),
+  // partial tiles, more tiles than blocks, and a few MiB.
+  const size_t sizes[] = {8,     16,    24,     1024,       2040,          2048,
+                          2056,  16376, 16384,  16392,      3 * 16384 + 8, 100000,
+                          1 << 20, (1 << 22) + 8, 9 * 1000 * 1000 + 8};
+  uint64_t seed = 1;
+  for (size_t count : sizes) {
+    std::vector<std::vector<uint16_t>> in;
+    for (int r = 0; r < kWs; ++r) {
+      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 7919 + count, true));
+    }
+    RunAndCheck(elem, codec, count, in);
+    if (HasFatalFailure()) return;
+  }
+  // In place.
+  std::vector<std::vector<uint16_t>> in;
+  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(ElemDType(elem), 50000, 99 + r, false));
+  RunAndCheck(elem, codec, 50000, in, /*in_place=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllCodecsAndDtypes, TwoShotBitExactTest,
+    ::testing::Combine(::testing::Values(GpuCodec::kFp, GpuCodec::kInt8, GpuCodec::kInt6,
+                                         GpuCodec::kInt4, GpuCodec::kInt3),
+                       ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast)),
+    [](const ::testing::TestParamInfo<std::tuple<GpuCodec, GpuElem>>& info) {
+      return std::string(testing::GpuCodecName(std::get<0>(info.param))) + "_" +
+             testing::ElemName(std::get<1>(info.param));
+    });
+
+TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
+  const size_t count = (256u << 20) / 2;
+  const std::tuple<GpuCodec, GpuElem> cases[] = {{GpuCodec::kFp, GpuElem::kFp16},
+                                                 {GpuCodec::kInt4, GpuElem::kBf16Cast},
+                                                 {GpuCodec::kInt8, GpuElem::kBf16},
+                                                 {GpuCodec::kInt3, GpuElem::kFp16},
+                                                 {GpuCodec::kInt6, GpuElem::kFp16}};
+  uint64_t seed = 5;
+  for (const auto& [codec, elem] : cases) {
+    std::vector<std::vector<uint16_t>> in;
+    for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeUniformInput(ElemDType(elem), count, seed++));
+    RunAndCheck(elem, codec, count, in);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A graph holding three all-reduces (different sizes and codecs), replayed
+// 1000 times with new inputs copied in before each replay.
+TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
+  struct Op {
+    GpuElem elem;
+    GpuCodec codec;
+    size_t count;
+  };
+  const Op ops[] = {{GpuElem::kFp16, GpuCodec::kFp, 32768},
+                    {GpuElem::kFp16, GpuCodec::kInt4, (1 << 19) + 8},
+                    {GpuElem::kBf16Cast, GpuCodec::kInt8, 100000}};
+  constexpr int kSets = 4;
+  constexpr int kReplays = 1000;
+  std::vector<std::unique_ptr<RankBuffers>> bufs;
+  // inputs[op][set][rank], want[op][set][rank]
+  std::vector<std::vector<std::vector<std::vector<uint16_t>>>> inputs, want;
+  uint64_t seed = 11;
+  for (const Op& op : ops) {
+    bufs.push_back(Alloc(op.count));
+    ASSERT_NE(bufs.back(), nullptr);
+    inputs.emplace_back();
+    want.emplace_back();
+    for (int s = 0; s < kSets; ++s) {
+      std::vector<std::vector<uint16_t>> in, out(kWs, std::vector<uint16_t>(op.count));
+      std::vector<const uint16_t*> ip;
+      std::vector<uint16_t*> op_ptrs;
+      for (int r = 0; r < kWs; ++r) {
+        in.push_back(testing::MakeInput(ElemDType(op.elem), op.count, seed++, false));
+      }
+      for (int r = 0; r < kWs; ++r) {
+        ip.push_back(in[r].data());
+        op_ptrs.push_back(out[r].data());
+      }
+      ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(op.elem, op.codec, kWs, op.count),
+                                   ip.data(), op_ptrs.data()));
+      inputs.back().push_back(std::move(in));
+      want.back().push_back(std::move(out));
+    }
+  }
+  std::vector<gpu::GraphExec> graphs(kWs, nullptr);
+  for (int r = 0; r < kWs; ++r) {
+    ASSERT_OK(gpu::SetDevice(r));
+    ASSERT_OK(gpu::BeginCapture(group_->stream(r)));
+    for (size_t i = 0; i < std::size(ops); ++i) {
+      LocalCall call{ops[i].elem, ops[i].codec, ops[i].count, 10000};
+      ASSERT_OK(group_->Launch(r, call, bufs[i]->in[r], bufs[i]->out[r]));
+    }
+    ASSERT_OK_AND_ASSIGN(graphs[r], gpu::EndCapture(group_->stream(r)));
+  }
+  for (int rep = 0; rep < kReplays; ++rep) {
+    const int set = (rep * 3 + 1) % kSets;
+    for (int r = 0; r < kWs; ++r) {
+      ASSERT_OK(gpu::SetDevice(r));
+      for (size_t i = 0; i < std::size(ops); ++i) {
+        ASSERT_OK(gpu::MemcpyAsync(bufs[i]->in[r], inputs[i][set][r].data(), ops[i].count * 2,
+                                   group_->stream(r)));
+      }
+      ASSERT_OK(gpu::GraphLaunch(graphs[r], group_->stream(r)));
+    }
+    ASSERT_OK(group_->Synchronize());
+    for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "replay " << rep;
+    for (size_t i = 0; i < std::size(ops); ++i) {
+      for (int r = 0; r < kWs; ++r) {
+        std::vector<uint16_t> got(ops[i].count);
+        ASSERT_OK(gpu::SetDevice(r));
+        ASSERT_OK(gpu::Memcpy(got.data(), bufs[i]->out[r], ops[i].count * 2));
+        ASSERT_EQ(FirstDifference(got, want[i][set][r]), "")
+            << "replay " << rep << " op " << i << " rank " << r;
+      }
+    }
+  }
+  for (int r = 0; r < kWs; ++r) {
+    ASSERT_OK(gpu::SetDevice(r));
+    gpu::GraphDestroy(graphs[r]);
+  }
+}
+
+// vLLM's TP4/TP8 hang: many calls alternating two shapes (different grids).
+TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
+  const size_t counts[2] = {1024 * 1024, 1024 * 2048};
+  std::vector<std::unique_ptr<RankBuffers>> bufs;
+  std::vector<std::vector<std::vector<uint16_t>>> want(2);
+  for (int k = 0; k < 2; ++k) {
+    bufs.push_back(Alloc(counts[k]));
+    ASSERT_NE(bufs.back(), nullptr);
+    std::vector<std::vector<uint16_t>> in;
+    std::vector<const uint16_t*> ip;
+    std::vector<uint16_t*> op;
+    want[k].assign(kWs, std::vector<uint16_t>(counts[k]));
+    for (int r = 0; r < kWs; ++r) {
+      in.push_back(k == 0 ? std::vector<uint16_t>(counts[k], 0)
+                          : testing::MakeInput(DType::kFloat16, counts[k], 77 + r, false));
+    }
+    for (int r = 0; r < kWs; ++r) {
+      ip.push_back(in[r].data());
+      op.push_back(want[k][r].data());
+      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), counts[k] * 2));
+    }
+    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt4, kWs,
+                                                          counts[k]),
+                                 ip.data(), op.data()));
+  }
+  constexpr int kCalls = 50000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    const int k = i % 2;
+    LocalCall call{GpuElem::kFp16, GpuCodec::kInt4, counts[k], 10000};
+    std::vector<const void*> ins(bufs[k]->in.begin(), bufs[k]->in.end());
+    ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
+    if (i % 5000 == 4999 || i >= kCalls - 2) {
+      ASSERT_OK(group_->Synchronize());
+      for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
+      for (int r = 0; r < kWs; ++r) {
+        std::vector<uint16_t> got(counts[k]);
+        ASSERT_OK(gpu::SetDevice(r));
+        ASSERT_OK(gpu::Memcpy(got.data(), bufs[k]->out[r], counts[k] * 2));
+        ASSERT_EQ(FirstDifference(got, want[k][r]), "") << "call " << i << " rank " << r;
+      }
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("50000 alternating calls: %.2f s (%.1f us/call)\n", s, s * 1e6 / kCalls);
+}
+
+// Polls until rank's stream is idle or `limit` passes; returns the time taken.
+double DrainSeconds(LocalGroup& g, int rank, double limit) {
+  const auto start = std::chrono::steady_clock::now();
+  (void)gpu::SetDevice(rank);
+  for (;;) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto done = gpu::StreamDone(g.stream(rank));
+    if ((done.ok() && *done) || s > limit) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
+  auto buf = Alloc(1 << 20);
+  ASSERT_NE(buf, nullptr);
+  // Only rank 0 calls: its kernel waits for a peer that never comes.
+  LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 20, 0};  // no timeout: only the abort ends it
+  ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_OK(gpu::SetDevice(0));
+  ASSERT_OK_AND_ASSIGN(bool done, gpu::StreamDone(group_->stream(0)));
+  EXPECT_FALSE(done) << "the kernel should still be waiting for rank 1";
+  group_->RaiseAbort();
+  const double s = DrainSeconds(*group_, 0, 5.0);
+  EXPECT_LT(s, 1.0) << "stream did not drain within 1 s of the abort";
+  EXPECT_EQ(group_->error(0), kGpuErrorAborted);
+  // The error is sticky: later calls return at once.
+  for (int i = 0; i < 10; ++i) ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+  EXPECT_LT(DrainSeconds(*group_, 0, 5.0), 0.5);
+  std::printf("abort: stream drained %.1f ms after the abort word was raised\n", s * 1e3);
+}
+
+TEST_F(TwoShotLocalTest, BoundedWaitTimesOutAndSetsErrorWord) {
+  auto buf = Alloc(1 << 16);
+  ASSERT_NE(buf, nullptr);
+  LocalCall call{GpuElem::kBf16, GpuCodec::kInt4, 1 << 16, 300};
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+  const double s = DrainSeconds(*group_, 0, 5.0);
+  EXPECT_LT(s, 1.5);
+  EXPECT_GT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.25);
+  EXPECT_EQ(group_->error(0), kGpuErrorTimeout);
+}
+
+TEST_F(TwoShotLocalTest, RejectsBadArguments) {
+  TwoShotArgs a;
+  a.world_size = 3;
+  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
+  a.world_size = 4;
+  a.codec = GpuCodec::kInt3;
+  a.count = 8;
+  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
+  a.codec = GpuCodec::kFp;
+  a.count = 7;
+  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace qr::kernels

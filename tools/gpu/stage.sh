@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the GPU test and benchmark binaries HERE (CUDA flavour, optimised,
+# project code linked statically, static cudart) and stages them, with the
+# shared libraries they need that the GPU machine lacks, in .device/ (ignored
+# by git). Then, with the device tool:
+#   run(command="bash tools/gpu/run_suite.sh", carry=[".device"], kind="nvidia-h200-x2")
+# See docs/gpu-testing.md.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+targets=(
+  //tests/gpu:two_shot_local_test
+  //tools:qr-bench
+)
+flags=(-c opt --dynamic_mode=off)
+./bazelw build "${flags[@]}" "${targets[@]}"
+bin=$(./bazelw info "${flags[@]}" bazel-bin 2>/dev/null)
+
+rm -rf .device
+mkdir -p .device/bin .device/lib
+for t in "${targets[@]}"; do
+  path="${t#//}"
+  path="${path/://}"
+  cp "$bin/$path" .device/bin/
+done
+# The broker binary, for the multi-process tests that autostart it.
+if [[ -x "$bin/ipc/broker/qr-broker" ]]; then cp "$bin/ipc/broker/qr-broker" .device/bin/; fi
+
+# Carry Debian-only shared libraries (spdlog, fmt, ...); the machine has
+# libstdc++/libc/libm of its own.
+for b in .device/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;;
+      *) cp -L -n "$lib" .device/lib/ ;;
+    esac
+  done
+done
+chmod -R u+w .device
+du -sh .device
+ls -l .device/bin .device/lib
