@@ -742,7 +742,12 @@ std::string Server::StatusJson() const {
           {"connected", m->session != nullptr},
           {"published", published},
           {"device", m->device},
-          {"blob_kind", published ? slot->kind : 0},
+          {"blob_kind", !published                   ? "none"
+                        : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kGpuIpcHandle)
+                            ? "gpu_ipc_handle"
+                        : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kHostSegment)
+                            ? "host_segment"
+                            : "none"},
           {"ops", ops},
           {"bytes", bytes},
       };
