@@ -44,7 +44,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free,
 static_assert(sizeof(FlagLine) == 64);
 
 constexpr size_t kFlagsOffset = kPage;
-constexpr size_t kFlagsBytes = 2 * k::kMaxWorldSize * sizeof(FlagLine);
+// Flag sets: phase 0, phase 1, and "connected" (the join barrier).
+constexpr int kConnectedSet = 2;
+constexpr size_t kFlagsBytes = 3 * k::kMaxWorldSize * sizeof(FlagLine);
 static_assert(kFlagsBytes <= kPage);
 constexpr size_t kDataOffset = 2 * kPage;
 
@@ -131,7 +133,13 @@ class HostBackend final : public Backend {
       const char* raw = reinterpret_cast<const char*>(m.blob.data());
       std::string text(raw, strnlen(raw, m.blob.size()));
       std::string name = !text.empty() && text[0] == '/' ? text : segment_prefix_ + text;
-      QR_ASSIGN_OR_RETURN(ShmMapping peer, ShmMapping::Open(name, SegmentBytes()));
+      StatusOr<ShmMapping> opened = ShmMapping::Open(name, SegmentBytes());
+      if (!opened.ok()) {
+        // A peer that died before we mapped it: report the group failure.
+        Status g = group.Check();
+        return g.ok() ? opened.status() : g;
+      }
+      ShmMapping peer = std::move(opened).value();
       View v{static_cast<uint8_t*>(peer.data())};
       const SegmentHeader* h = v.header();
       if (h->magic != kMagic || h->version != kLayoutVersion ||
@@ -142,7 +150,11 @@ class HostBackend final : public Backend {
       peers_[m.rank] = v;
       mapped_.push_back(std::move(peer));
     }
-    return OkStatus();
+    // Barrier: once every peer has marked my buffer, all of them have mapped
+    // it, so any rank may leave (and unlink its buffer) right after joining.
+    Raise(kConnectedSet, 1, 0);
+    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
+    return WaitAll(kConnectedSet, 1, 0, deadline);
   }
 
   Status AllReduce(const AllReduceCall& call) override {
@@ -227,8 +239,10 @@ class HostBackend final : public Backend {
     };
     auto aborted = [&] { return __atomic_load_n(abort_word, __ATOMIC_ACQUIRE) != 0; };
     Status s = BoundedWait(ready, aborted, deadline,
-                           "phase " + std::to_string(phase + 1) + " data of round " +
-                               std::to_string(colour));
+                           phase == kConnectedSet
+                               ? std::string("peers to map this rank's buffer")
+                               : "phase " + std::to_string(phase + 1) + " data of round " +
+                                     std::to_string(colour));
     if (s.code() == StatusCode::kTimeout) {
       const std::string why = "rank " + std::to_string(rank_) + " " + s.message() +
                               " from rank " + std::to_string(next) + " after " +

@@ -1,6 +1,7 @@
 #include "tests/e2e/harness.h"
 
 #include <stdlib.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,12 +82,35 @@ void E2eTest::SetUp() {
   }
   ::setenv("QR_BROKER_SOCKET", socket_.c_str(), 1);
   ::setenv("QR_BROKER_AUTOSTART", "0", 1);
-  auto b = BrokerProcess::Start(BrokerBinary(), socket_);
+  // The broker logs every join and leave at info; thousands of cycles would
+  // bury the test's own output.
+  auto b = BrokerProcess::Start(BrokerBinary(), socket_, {"QR_LOG_LEVEL=warn"});
   ASSERT_TRUE(b.ok()) << b.status();
   broker_ = std::move(b).value();
 }
 
+std::vector<std::string> ShmObjectsContaining(const std::string& needle) {
+  std::vector<std::string> found;
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return found;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strstr(e->d_name, needle.c_str()) != nullptr) found.push_back(e->d_name);
+  }
+  ::closedir(d);
+  return found;
+}
+
 void E2eTest::TearDown() {
+  // Every group of this test has ended: whatever its members created in
+  // /dev/shm (group segments, host buffers, also of killed members) must be
+  // gone, removed by the members or by the broker's sweep.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::vector<std::string> left = ShmObjectsContaining(token_);
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = ShmObjectsContaining(token_);
+  }
+  EXPECT_TRUE(left.empty()) << "leaked /dev/shm objects, e.g. " << left.front();
   broker_.Stop();
   ::unlink(socket_.c_str());
   ::unlink((socket_ + ".lock").c_str());

@@ -86,6 +86,9 @@ class E2eTest : public ::testing::Test {
 StatusOr<std::unique_ptr<Communicator>> JoinWithRetry(const JoinOptions& o,
                                                       std::chrono::milliseconds patience);
 
+// Names in /dev/shm that contain `needle`.
+std::vector<std::string> ShmObjectsContaining(const std::string& needle);
+
 // Writes `text` to path (whole file); false on error.
 bool WriteFile(const std::string& path, const std::string& text);
 std::string ReadFile(const std::string& path);

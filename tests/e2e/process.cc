@@ -149,10 +149,11 @@ bool Connects(const std::string& path) {
 }  // namespace
 
 StatusOr<BrokerProcess> BrokerProcess::Start(const std::string& binary,
-                                             const std::string& socket) {
+                                             const std::string& socket,
+                                             const std::vector<std::string>& env) {
   BrokerProcess b;
   b.socket_ = socket;
-  auto pid = Spawn({binary, "--socket", socket});
+  auto pid = Spawn({binary, "--socket", socket}, env);
   if (!pid.ok()) return pid.status();
   b.pid_ = *pid;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -42,7 +42,8 @@ class BrokerProcess {
   // Starts `binary --socket <socket>` and waits (up to 10 s) until the socket
   // accepts connections.
   [[nodiscard]] static StatusOr<BrokerProcess> Start(const std::string& binary,
-                                                     const std::string& socket);
+                                                     const std::string& socket,
+                                                     const std::vector<std::string>& env = {});
   pid_t pid() const { return pid_; }
   const std::string& socket() const { return socket_; }
   void Stop();

@@ -1,0 +1,272 @@
+// Communicators as objects of one process: 10 000 join/leave cycles without
+// leaking fds, shm objects or memory; many threads each with its own
+// communicator in two groups at once; argument errors that leave the group
+// usable. Ranks are threads here (the host backend allows that: its device id
+// is exempt from the same-device check).
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "comm/communicator.h"
+#include "tests/e2e/cases.h"
+#include "tests/e2e/harness.h"
+#include "tests/util/status_matchers.h"
+#include "tools/qr_demo_lib.h"
+
+namespace qr::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t gen = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != gen; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+int CountOpenFds() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n - 1;  // the DIR's own fd
+}
+
+int64_t ResidentKiB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// Runs fn(rank) on `n` threads and joins them.
+void OnThreads(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
+  for (std::thread& t : threads) t.join();
+}
+
+class LifecycleTest : public E2eTest {};
+
+TEST_F(LifecycleTest, TenThousandJoinLeaveCyclesLeakNothing) {
+  constexpr int kCycles = 10000;
+  constexpr int kWarmup = 50;
+  const std::string group = UniqueGroup("cycles");
+  Barrier barrier(2);
+  std::atomic<int> failures{0};
+  int fds_before = 0;
+  int64_t rss_before = 0;
+  OnThreads(2, [&](int rank) {
+    JoinOptions o;
+    o.group = group;
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout_ms = 20000;
+    std::vector<uint16_t> buf(4096);
+    for (int i = 0; i < kCycles + kWarmup && failures == 0; ++i) {
+      barrier.Wait();
+      if (i == kWarmup && rank == 0) {
+        fds_before = CountOpenFds();
+        rss_before = ResidentKiB();
+      }
+      barrier.Wait();
+      auto c = Communicator::Join(o);
+      if (!c.ok()) {
+        ADD_FAILURE() << "cycle " << i << " rank " << rank << ": " << c.status();
+        ++failures;
+        barrier.Wait();
+        continue;
+      }
+      if (i % 500 == 0) {
+        // Now and then the data path too: a fresh generation's first call.
+        demo::FillInput(DType::kFloat16, rank, i, static_cast<int64_t>(buf.size()), buf.data());
+        Status s = (*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16,
+                                   Regime::kInt8, false);
+        if (!s.ok()) {
+          ADD_FAILURE() << "cycle " << i << " rank " << rank << ": " << s;
+          ++failures;
+        }
+      }
+      Status s = (*c)->Leave();
+      if (!s.ok()) {
+        ADD_FAILURE() << "cycle " << i << " rank " << rank << ": leave: " << s;
+        ++failures;
+      }
+      c->reset();
+      barrier.Wait();
+    }
+  });
+  ASSERT_EQ(failures, 0);
+  const int fds_after = CountOpenFds();
+  const int64_t rss_after = ResidentKiB();
+  std::printf("%d cycles: fds %d -> %d, VmRSS %lld -> %lld KiB\n", kCycles, fds_before,
+              fds_after, static_cast<long long>(rss_before), static_cast<long long>(rss_after));
+  EXPECT_EQ(fds_after, fds_before);
+  EXPECT_LT(rss_after - rss_before, 8 * 1024) << "VmRSS grew by more than 8 MiB";
+  EXPECT_THAT(ShmObjectsContaining(group), ::testing::IsEmpty());
+}
+
+TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
+  const std::string groups[2] = {UniqueGroup("threads-a"), UniqueGroup("threads-b")};
+  std::vector<Case> cases = ParseCases("FP.fp16.-.-.16392,INT4.bf16.c.i.40008,INT8.fp16.-.-.8");
+  std::vector<std::vector<std::vector<uint16_t>>> outputs(
+      8, std::vector<std::vector<uint16_t>>(cases.size()));
+  std::atomic<int> failures{0};
+  OnThreads(8, [&](int t) {
+    JoinOptions o;
+    o.group = groups[t / 4];
+    o.rank = t % 4;
+    o.world_size = 4;
+    o.timeout_ms = 20000;
+    auto c = Communicator::Join(o);
+    if (!c.ok()) {
+      ADD_FAILURE() << "thread " << t << ": " << c.status();
+      ++failures;
+      return;
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Status s = RunCase(**c, cases[i], &outputs[t][i]);
+      if (!s.ok()) {
+        ADD_FAILURE() << "thread " << t << " " << CaseName(cases[i]) << ": " << s;
+        ++failures;
+        return;
+      }
+    }
+    EXPECT_OK((*c)->Leave());
+  });
+  ASSERT_EQ(failures, 0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const demo::Verdict v = demo::Verify(ParamsOf(cases[i], 4), cases[i].seed, outputs[0][i].data());
+    EXPECT_TRUE(v.ok()) << CaseName(cases[i]) << ": " << v.Describe();
+    for (int t = 1; t < 8; ++t) {
+      EXPECT_EQ(outputs[t][i], outputs[0][i]) << "thread " << t << " " << CaseName(cases[i]);
+    }
+  }
+}
+
+// Every argument error is reported locally with a message and consumes no
+// collective step: the ranks' next valid call still matches up.
+TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
+  ::setenv("QR_MAX_SIZE_BYTES_MB", "1", 1);
+  const std::string group = UniqueGroup("args");
+  std::atomic<int> failures{0};
+  OnThreads(4, [&](int rank) {
+    JoinOptions o;
+    o.group = group;
+    o.rank = rank;
+    o.world_size = 4;
+    o.timeout_ms = 20000;
+    auto joined = Communicator::Join(o);
+    if (!joined.ok()) {
+      ADD_FAILURE() << joined.status();
+      ++failures;
+      return;
+    }
+    Communicator& c = **joined;
+    std::vector<uint16_t> buf((1 << 20) / 2 + 8), out(buf.size());
+    const DType f16 = DType::kFloat16;
+    EXPECT_THAT(c.AllReduce(nullptr, out.data(), 8, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("in is NULL")));
+    EXPECT_THAT(c.AllReduce(buf.data(), nullptr, 8, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("out is NULL")));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 12, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), buf.size(), f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_MAX_SIZE_BYTES_MB")));
+    EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 8, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kInt3, false),
+                StatusIs(StatusCode::kUnsupported, HasSubstr("INT3 needs world size 2")));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kNone, false),
+                StatusIs(StatusCode::kUnsupported, HasSubstr("NONE")));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, static_cast<DType>(3), Regime::kFp,
+                            false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("dtype")));
+    // The configured regime is NONE (QR_QUANTIZATION unset).
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
+                StatusIs(StatusCode::kUnsupported, HasSubstr("QR_QUANTIZATION")));
+    EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));  // no-op
+    EXPECT_OK(c.Check());
+    // Still in step with the other ranks.
+    Case ok_case;
+    ok_case.codec = Codec::kInt6;
+    ok_case.count = 4096;
+    std::vector<uint16_t> result;
+    EXPECT_OK(RunCase(c, ok_case, &result));
+    const demo::Verdict v = demo::Verify(ParamsOf(ok_case, 4), ok_case.seed, result.data());
+    EXPECT_TRUE(v.ok()) << v.Describe();
+    EXPECT_OK(c.Leave());
+    EXPECT_OK(c.Leave());  // idempotent
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("left")));
+    EXPECT_THAT(c.Check(), StatusIs(StatusCode::kInvalidArgument));
+  });
+  ::unsetenv("QR_MAX_SIZE_BYTES_MB");
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_F(LifecycleTest, JoinRejectsBadOptionsWithReasons) {
+  JoinOptions o;
+  o.group = "bad group";
+  o.rank = 0;
+  o.world_size = 2;
+  EXPECT_THAT(Communicator::Join(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("group")));
+  o.group = UniqueGroup("opts");
+  o.world_size = 6;
+  EXPECT_THAT(Communicator::Join(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("6")));
+  o.world_size = 2;
+  o.rank = 2;
+  EXPECT_THAT(Communicator::Join(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("rank")));
+  o.rank = 0;
+  o.device = -7;
+  EXPECT_THAT(Communicator::Join(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("device")));
+  ::setenv("QR_QUANTIZATION", "INT5", 1);
+  o.device = kDeviceHost;
+  EXPECT_THAT(Communicator::Join(o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_QUANTIZATION")));
+  ::unsetenv("QR_QUANTIZATION");
+  ::setenv("QR_OP_TIMEOUT_MS", "soon", 1);
+  EXPECT_THAT(Communicator::Join(o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_OP_TIMEOUT_MS")));
+  ::unsetenv("QR_OP_TIMEOUT_MS");
+  o.timeout_ms = 300;  // rank 1 never comes
+  EXPECT_THAT(Communicator::Join(o), StatusIs(StatusCode::kTimeout, HasSubstr("1")));
+}
+
+}  // namespace
+}  // namespace qr::testing
+
+int main(int argc, char** argv) { return qr::testing::E2eMain(argc, argv, {}); }
