@@ -89,20 +89,34 @@ int MismatchWorker(const WorkerArgs& a) {
 
 class AllReduceTest : public E2eTest {
  protected:
+  struct Running {
+    std::string group;
+    int world_size;
+    size_t num_cases;
+    std::vector<pid_t> pids;
+  };
+
+  Running StartSweep(const std::string& tag, int world_size, const std::vector<Case>& cases) {
+    Running r{UniqueGroup(tag + std::to_string(world_size)), world_size, cases.size(), {}};
+    r.pids = SpawnWorkers("sweep", r.group, world_size, {{"cases", FormatCases(cases)}});
+    return r;
+  }
+
+  void Finish(const Running& run) {
+    std::vector<int> codes = WaitAll(run.pids, std::chrono::seconds(280));
+    for (int r = 0; r < run.world_size; ++r) {
+      ASSERT_EQ(codes[r], 0) << run.group << " rank " << r << " of " << run.world_size;
+    }
+    const std::string first = ReadFile(dir_ + "/" + run.group + "-r0.fp");
+    EXPECT_EQ(std::count(first.begin(), first.end(), '\n'), static_cast<long>(run.num_cases));
+    for (int r = 1; r < run.world_size; ++r) {
+      EXPECT_EQ(ReadFile(dir_ + "/" + run.group + "-r" + std::to_string(r) + ".fp"), first)
+          << run.group << ": rank " << r << "'s outputs differ from rank 0's";
+    }
+  }
+
   void RunSweep(int world_size, const std::vector<Case>& cases) {
-    const std::string group = UniqueGroup("sweep" + std::to_string(world_size));
-    std::vector<int> codes =
-        WaitAll(SpawnWorkers("sweep", group, world_size, {{"cases", FormatCases(cases)}}),
-                std::chrono::seconds(280));
-    for (int r = 0; r < world_size; ++r) {
-      ASSERT_EQ(codes[r], 0) << "rank " << r << " of " << world_size;
-    }
-    const std::string first = ReadFile(dir_ + "/" + group + "-r0.fp");
-    EXPECT_EQ(std::count(first.begin(), first.end(), '\n'), static_cast<long>(cases.size()));
-    for (int r = 1; r < world_size; ++r) {
-      EXPECT_EQ(ReadFile(dir_ + "/" + group + "-r" + std::to_string(r) + ".fp"), first)
-          << "rank " << r << "'s outputs differ from rank 0's";
-    }
+    Finish(StartSweep("sweep", world_size, cases));
   }
 };
 
@@ -135,6 +149,15 @@ TEST_F(AllReduceTest, WorldSize2SixtyFourMiB) {
     ++i;
   }
   RunSweep(2, cases);
+}
+
+// Two groups of different names and sizes, formed and running at once
+// through one broker, do not disturb each other.
+TEST_F(AllReduceTest, TwoGroupsAtOnce) {
+  Running a = StartSweep("group-a", 2, Sweep(2, {16392, 200008}));
+  Running b = StartSweep("group-b", 4, Sweep(4, {8, 49160}));
+  Finish(a);
+  Finish(b);
 }
 
 TEST_F(AllReduceTest, MismatchedSizesFailEveryRank) { RunWorkers("mismatch", 2); }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +24,9 @@
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
 #include "tests/util/status_matchers.h"
+#include "nlohmann/json.hpp"
 #include "tools/qr_demo_lib.h"
+#include "tools/qrctl_lib.h"
 
 namespace qr::testing {
 namespace {
@@ -236,6 +239,55 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
   });
   ::unsetenv("QR_MAX_SIZE_BYTES_MB");
   EXPECT_EQ(failures, 0);
+}
+
+// The communicator counts its calls in its slot per effective codec, and
+// `qrctl status --json` shows them.
+TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
+  const std::string group = UniqueGroup("counters");
+  Barrier barrier(2);
+  std::string status_json;
+  OnThreads(2, [&](int rank) {
+    JoinOptions o;
+    o.group = group;
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout_ms = 20000;
+    auto c = Communicator::Join(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::vector<uint16_t> buf(4096);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16,
+                                Regime::kInt8, false));
+    }
+    EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), 64, DType::kBFloat16, Regime::kFp, true));
+    barrier.Wait();
+    if (rank == 0) {
+      std::ostringstream out, err;
+      // The socket comes from QR_BROKER_SOCKET, as for any client.
+      const char* argv[] = {"qrctl", "status", "--json"};
+      EXPECT_EQ(tools::RunQrctl(3, argv, out, err), tools::kExitHealthy) << err.str();
+      status_json = out.str();
+    }
+    barrier.Wait();
+    EXPECT_OK((*c)->Leave());
+  });
+  const nlohmann::json doc = nlohmann::json::parse(status_json, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << status_json;
+  bool found = false;
+  for (const auto& g : doc["groups"]) {
+    if (g.value("name", "") != group) continue;
+    found = true;
+    ASSERT_EQ(g["members"].size(), 2u);
+    for (const auto& m : g["members"]) {
+      EXPECT_EQ(m["ops"].value("INT8", 0), 3) << m.dump();
+      EXPECT_EQ(m["bytes"].value("INT8", 0), 3 * 8192) << m.dump();
+      EXPECT_EQ(m["ops"].value("FP", 0), 1) << m.dump();
+      EXPECT_EQ(m["bytes"].value("FP", 0), 128) << m.dump();
+      EXPECT_EQ(m["ops"].value("INT4", 0), 0) << m.dump();
+    }
+  }
+  EXPECT_TRUE(found) << status_json;
 }
 
 TEST_F(LifecycleTest, JoinRejectsBadOptionsWithReasons) {
