@@ -50,16 +50,14 @@ StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::Connect(
   if (socket_path.size() > kMaxSocketPathBytes) {
     return InvalidArgumentError("socket path too long: " + socket_path);
   }
-  QR_ASSIGN_OR_RETURN(int raw, SysCall("socket", [] {
-                        return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                      }));
+  QR_ASSIGN_OR_RETURN(
+      int raw, SysCall("socket", [] { return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); }));
   UniqueFd fd(raw);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
-  int rc = RetryOnEintr([&] {
-    return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  });
+  int rc = RetryOnEintr(
+      [&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)); });
   if (rc != 0) {
     int err = errno;
     return UnavailableError("no broker at " + socket_path + ": " + std::strerror(err));
@@ -80,8 +78,7 @@ StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::ConnectOrStart(
     if (conn.ok()) return conn;
     if (std::chrono::steady_clock::now() >= deadline) {
       return UnavailableError("started a broker but none answered at " + socket_path +
-                              " in time (see " + socket_path + ".log): " +
-                              conn.status().message());
+                              " in time (see " + socket_path + ".log): " + conn.status().message());
     }
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
@@ -138,9 +135,8 @@ Status BrokerConnection::Send(const Message& m) {
   QR_ASSIGN_OR_RETURN(std::vector<uint8_t> frame, EncodeFrame(m));
   size_t off = 0;
   while (off < frame.size()) {
-    ssize_t n = RetryOnEintr([&] {
-      return ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
-    });
+    ssize_t n = RetryOnEintr(
+        [&] { return ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL); });
     if (n < 0) {
       return UnavailableError(std::string("broker connection lost: ") + std::strerror(errno));
     }

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kShmDir = "/dev/shm";
 
 bool OlderThan(const std::string& name, std::chrono::seconds age) {
-  struct stat st{};
+  struct stat st {};
   std::string path = std::string(kShmDir) + name;
   if (::stat(path.c_str(), &st) != 0) return false;
   return ::time(nullptr) - st.st_mtime >= age.count();
@@ -144,10 +144,10 @@ Status RemoveStaleSocket(const std::string& socket_path, bool* removed) {
     }
     // We hold the lock: no broker can be using the socket.
     if (::unlink(socket_path.c_str()) == 0) *removed = true;
-    if (::unlink(lock_path.c_str()) == 0) *removed = true;
+    ::unlink(lock_path.c_str());
     return OkStatus();
   }
-  struct stat st{};
+  struct stat st {};
   if (::lstat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return OkStatus();
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe.valid()) return ErrnoToStatus(errno, "socket");

@@ -43,8 +43,8 @@ SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& 
 [[nodiscard]] Status RemoveGroupObjects(std::string_view segment_name);
 
 // Removes socket_path and its lock file when no broker holds the lock (the
-// broker that made them is dead). *removed says whether anything was removed.
-// kUnavailable-free: OK when there is nothing to do.
+// broker that made them is dead). *removed says whether a socket was removed.
+// OK when there is nothing to do.
 [[nodiscard]] Status RemoveStaleSocket(const std::string& socket_path, bool* removed);
 
 }  // namespace qr::ipc

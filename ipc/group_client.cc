@@ -66,10 +66,10 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   m->join_deadline_ = start + p.timeout + kClientGrace;
   // Connecting (and perhaps starting a broker) gets its own bound so a slow
   // start does not eat a short join timeout.
-  auto connect_deadline = start + std::max<std::chrono::milliseconds>(
-                                      p.timeout, std::chrono::milliseconds(10000));
-  QR_ASSIGN_OR_RETURN(m->conn_, BrokerConnection::ConnectOrStart(socket_path, p.autostart,
-                                                                 connect_deadline));
+  auto connect_deadline =
+      start + std::max<std::chrono::milliseconds>(p.timeout, std::chrono::milliseconds(10000));
+  QR_ASSIGN_OR_RETURN(m->conn_,
+                      BrokerConnection::ConnectOrStart(socket_path, p.autostart, connect_deadline));
   JoinRequest req;
   req.group = p.group;
   req.rank = static_cast<uint32_t>(p.rank);
@@ -206,8 +206,8 @@ void GroupMembership::PollBroker() {
       // A broker restart leaves a running group alone: the abort word, not the
       // connection, carries failures on the data path.
       broker_gone_ = true;
-      spdlog::warn("group {}: lost the broker connection ({}); the group keeps running",
-                   group_, msg.status().message());
+      spdlog::warn("group {}: lost the broker connection ({}); the group keeps running", group_,
+                   msg.status().message());
       return;
     }
     if (!msg->has_value()) return;
@@ -228,8 +228,8 @@ Status GroupMembership::Check() {
       reason = ReadField(h->failure_reason, sizeof(h->failure_reason));
     }
     for (int r = 0; reason.empty() && r < world_size_; ++r) {
-      std::string why = ReadField(segment_->slot(r)->abort_reason,
-                                  sizeof(MemberSlot::abort_reason));
+      std::string why =
+          ReadField(segment_->slot(r)->abort_reason, sizeof(MemberSlot::abort_reason));
       if (!why.empty()) reason = "rank " + std::to_string(r) + " aborted: " + why;
     }
     if (reason.empty()) reason = word == kAbortMemberDied ? "a member died" : "a member aborted";
@@ -255,8 +255,8 @@ Status GroupMembership::RaiseAbort(std::string_view reason) {
     AbortRequest req;
     req.reason = std::string(reason.substr(0, kMaxReasonBytes));
     Status s = conn_->Send(req);
-    if (!s.ok()) spdlog::warn("group {}: could not tell the broker about the abort: {}", group_,
-                              s.message());
+    if (!s.ok())
+      spdlog::warn("group {}: could not tell the broker about the abort: {}", group_, s.message());
   }
   return OkStatus();
 }

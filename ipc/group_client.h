@@ -42,7 +42,7 @@
 
 namespace qr::ipc {
 
-class GroupSegment;   // ipc/segment.h
+class GroupSegment;      // ipc/segment.h
 class BrokerConnection;  // ipc/broker_client.h
 
 // What a member's 64-byte blob holds.
@@ -72,9 +72,9 @@ struct JoinParams {
   // Empty: $QR_BROKER_SOCKET, else $XDG_RUNTIME_DIR/quickreduce/broker.sock,
   // else /tmp/quickreduce-<uid>/broker.sock.
   std::string socket_path;
-  std::string group;  // [A-Za-z0-9._-]{1,63}
-  int rank = -1;      // [0, world_size)
-  int world_size = 0; // 2, 4 or 8
+  std::string group;   // [A-Za-z0-9._-]{1,63}
+  int rank = -1;       // [0, world_size)
+  int world_size = 0;  // 2, 4 or 8
   // GPU PCI bus id / UUID (at most 63 bytes, printable); kDeviceHost for the
   // host backend. Two members of one group may not name the same GPU.
   std::string device_id;

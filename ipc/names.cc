@@ -69,9 +69,7 @@ StatusOr<std::string> ResolveSocketPath(std::string_view explicit_path) {
   return path;
 }
 
-std::string LockPathFor(std::string_view socket_path) {
-  return std::string(socket_path) + ".lock";
-}
+std::string LockPathFor(std::string_view socket_path) { return std::string(socket_path) + ".lock"; }
 
 bool ProcessAlive(int32_t pid) {
   if (pid <= 0) return false;

@@ -1,6 +1,7 @@
 #include "ipc/segment.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/mapped_region.hpp>
@@ -8,7 +9,6 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <chrono>
 #include <cstring>
-#include <unistd.h>
 
 #include "common/status_macros.h"
 #include "common/syscall.h"
@@ -106,8 +106,8 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
       return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
                                   std::to_string(size) + ")");
     }
-    region = std::make_shared<bip::mapped_region>(shm, bip::read_write, 0,
-                                                  static_cast<size_t>(size));
+    region =
+        std::make_shared<bip::mapped_region>(shm, bip::read_write, 0, static_cast<size_t>(size));
   } catch (const bip::interprocess_exception& e) {
     return FromBoost(e, "opening shared memory " + n);
   }

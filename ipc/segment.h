@@ -55,8 +55,8 @@ struct SegmentHeader {
   uint32_t reserved0;
   uint64_t buffer_bytes;
   uint64_t created_unix_ms;
-  uint64_t ready_unix_ms;    // atomic
-  uint64_t failed_unix_ms;   // atomic
+  uint64_t ready_unix_ms;   // atomic
+  uint64_t failed_unix_ms;  // atomic
   char group[64];
   int32_t joined_pid[kMaxRanks];  // atomic; the pid holding each rank, 0 = free
   char failure_reason[256];       // written before state becomes FAILED
@@ -67,13 +67,13 @@ struct MemberSlot {
   uint32_t published;  // atomic; 1 once the fields below are written
   uint32_t left;       // atomic; 1 once the member left cleanly
   int32_t pid;
-  uint32_t kind;       // BlobKind
+  uint32_t kind;  // BlobKind
   uint64_t buffer_bytes;
   uint64_t published_unix_ms;
   char device_id[64];
   uint8_t blob[64];
-  uint64_t ops[kMaxCounters];    // atomic, per codec
-  uint64_t bytes[kMaxCounters];  // atomic, per codec
+  uint64_t ops[kMaxCounters];      // atomic, per codec
+  uint64_t bytes[kMaxCounters];    // atomic, per codec
   uint64_t last_progress_unix_ms;  // atomic
   char abort_reason[128];          // written before the member raises abort
 };

@@ -1,12 +1,12 @@
 #include "ipc/segment.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/interprocess/shared_memory_object.hpp>
-#include <fcntl.h>
-#include <sys/mman.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,9 +23,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-std::string Unique(const std::string& base) {
-  return base + "-" + std::to_string(::getpid());
-}
+std::string Unique(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
 
 GroupSegment::CreateParams Params(const std::string& group, uint64_t gen) {
   GroupSegment::CreateParams p;
@@ -44,14 +42,14 @@ void CreateDataObject(const std::string& name) {
 }
 
 bool Exists(const std::string& name) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
 }
 
 TEST(SegmentTest, CreateOpenRoundTripAndMode0600) {
   auto p = Params(Unique("seg"), 1);
   ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm" + p.name).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(static_cast<size_t>(st.st_size), SegmentBytes(4));

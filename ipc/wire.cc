@@ -141,9 +141,9 @@ Status Validate(const Message& msg) {
 
 MessageType TypeOf(const Message& m) {
   static constexpr MessageType kTypes[] = {
-      MessageType::kJoin,    MessageType::kPublished,   MessageType::kLeave,
-      MessageType::kAbort,   MessageType::kStatus,      MessageType::kJoinOk,
-      MessageType::kReady,   MessageType::kGroupFailed, MessageType::kLeaveOk,
+      MessageType::kJoin,        MessageType::kPublished,   MessageType::kLeave,
+      MessageType::kAbort,       MessageType::kStatus,      MessageType::kJoinOk,
+      MessageType::kReady,       MessageType::kGroupFailed, MessageType::kLeaveOk,
       MessageType::kStatusReply, MessageType::kError};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[m.index()];
@@ -151,17 +151,28 @@ MessageType TypeOf(const Message& m) {
 
 const char* MessageTypeName(uint16_t type) {
   switch (static_cast<MessageType>(type)) {
-    case MessageType::kJoin: return "JOIN";
-    case MessageType::kPublished: return "PUBLISHED";
-    case MessageType::kLeave: return "LEAVE";
-    case MessageType::kAbort: return "ABORT";
-    case MessageType::kStatus: return "STATUS";
-    case MessageType::kJoinOk: return "JOIN_OK";
-    case MessageType::kReady: return "READY";
-    case MessageType::kGroupFailed: return "GROUP_FAILED";
-    case MessageType::kLeaveOk: return "LEAVE_OK";
-    case MessageType::kStatusReply: return "STATUS_REPLY";
-    case MessageType::kError: return "ERROR";
+    case MessageType::kJoin:
+      return "JOIN";
+    case MessageType::kPublished:
+      return "PUBLISHED";
+    case MessageType::kLeave:
+      return "LEAVE";
+    case MessageType::kAbort:
+      return "ABORT";
+    case MessageType::kStatus:
+      return "STATUS";
+    case MessageType::kJoinOk:
+      return "JOIN_OK";
+    case MessageType::kReady:
+      return "READY";
+    case MessageType::kGroupFailed:
+      return "GROUP_FAILED";
+    case MessageType::kLeaveOk:
+      return "LEAVE_OK";
+    case MessageType::kStatusReply:
+      return "STATUS_REPLY";
+    case MessageType::kError:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
@@ -300,8 +311,8 @@ StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size
   std::memcpy(&type, data + 6, 2);
   std::memcpy(&payload, data + 8, 4);
   if (version != kProtocolVersion) {
-    return UnsupportedError("protocol version " + std::to_string(version) +
-                            ", this side speaks " + std::to_string(kProtocolVersion));
+    return UnsupportedError("protocol version " + std::to_string(version) + ", this side speaks " +
+                            std::to_string(kProtocolVersion));
   }
   if (payload > kMaxFrameBytes - kFrameHeaderBytes) {
     return InvalidArgumentError("frame of " + std::to_string(payload + kFrameHeaderBytes) +

@@ -60,8 +60,7 @@ struct JoinRequest {
   uint32_t timeout_ms = 0;  // 0 < timeout_ms <= 24 h
   bool operator==(const JoinRequest& o) const {
     return group == o.group && rank == o.rank && world_size == o.world_size &&
-           device_id == o.device_id && buffer_bytes == o.buffer_bytes &&
-           timeout_ms == o.timeout_ms;
+           device_id == o.device_id && buffer_bytes == o.buffer_bytes && timeout_ms == o.timeout_ms;
   }
 };
 struct PublishedNotice {
@@ -103,14 +102,14 @@ struct StatusReply {
   bool operator==(const StatusReply& o) const { return json == o.json; }
 };
 struct ErrorReply {
-  uint32_t code = 0;  // a StatusCode value, never kOk
+  uint32_t code = 0;    // a StatusCode value, never kOk
   std::string message;  // <= kMaxMessageBytes
   bool operator==(const ErrorReply& o) const { return code == o.code && message == o.message; }
 };
 
-using Message = std::variant<JoinRequest, PublishedNotice, LeaveRequest, AbortRequest,
-                             StatusRequest, JoinOk, ReadyNotice, GroupFailedNotice, LeaveOk,
-                             StatusReply, ErrorReply>;
+using Message =
+    std::variant<JoinRequest, PublishedNotice, LeaveRequest, AbortRequest, StatusRequest, JoinOk,
+                 ReadyNotice, GroupFailedNotice, LeaveOk, StatusReply, ErrorReply>;
 
 MessageType TypeOf(const Message& m);
 const char* MessageTypeName(uint16_t type);  // "JOIN", ..., or "UNKNOWN"

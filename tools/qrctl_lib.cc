@@ -78,12 +78,16 @@ json NoBrokerDoc(const std::string& socket, const Status& why) {
   problems.push_back({{"severity", "error"},
                       {"group", nullptr},
                       {"message", why.message()},
-                      {"remedy", "start qr-broker (clients start one themselves unless "
-                                 "QR_BROKER_AUTOSTART=0), or point QR_BROKER_SOCKET / "
-                                 "--socket at the right socket"}});
-  return {{"schema_version", 1},       {"broker", nullptr},
-          {"socket", socket},          {"groups", json::array()},
-          {"stale_objects", stale.removed}, {"live_segments", stale.live_segments},
+                      {"remedy",
+                       "start qr-broker (clients start one themselves unless "
+                       "QR_BROKER_AUTOSTART=0), or point QR_BROKER_SOCKET / "
+                       "--socket at the right socket"}});
+  return {{"schema_version", 1},
+          {"broker", nullptr},
+          {"socket", socket},
+          {"groups", json::array()},
+          {"stale_objects", stale.removed},
+          {"live_segments", stale.live_segments},
           {"problems", problems}};
 }
 
@@ -150,8 +154,8 @@ std::string RenderStatusText(const json& doc) {
         << m.value("pid", 0) << std::setw(6) << (m.value("alive", false) ? "yes" : "NO")
         << std::setw(10) << (m.value("published", false) ? "yes" : "no") << std::setw(16)
         << m.value("device", "?") << std::setw(24) << Codecs(m["ops"], false) << std::setw(28)
-        << Codecs(m["bytes"], true) << (lp.is_null() ? "never" : Duration(lp.get<double>()) + " ago")
-        << "\n";
+        << Codecs(m["bytes"], true)
+        << (lp.is_null() ? "never" : Duration(lp.get<double>()) + " ago") << "\n";
     }
     const json missing = g.value("missing_ranks", json::array());
     if (!missing.empty()) {
@@ -225,7 +229,8 @@ int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream&
 
   // gc
   ipc::SweepResult r = ipc::SweepStale(::getuid(), dry_run);
-  for (const auto& name : r.removed) out << (dry_run ? "would remove " : "removed ") << name << "\n";
+  for (const auto& name : r.removed)
+    out << (dry_run ? "would remove " : "removed ") << name << "\n";
   for (const auto& e : r.errors) err << "qrctl: could not remove " << e << "\n";
   if (!dry_run) {
     bool removed = false;

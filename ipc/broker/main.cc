@@ -18,9 +18,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"quickreduce broker: forms groups over a Unix socket and POSIX shared memory"};
   std::string socket;
-  app.add_option("--socket", socket,
-                 "socket path (default: $QR_BROKER_SOCKET, else "
-                 "$XDG_RUNTIME_DIR/quickreduce/broker.sock, else /tmp/quickreduce-<uid>/broker.sock)");
+  app.add_option(
+      "--socket", socket,
+      "socket path (default: $QR_BROKER_SOCKET, else "
+      "$XDG_RUNTIME_DIR/quickreduce/broker.sock, else /tmp/quickreduce-<uid>/broker.sock)");
   app.set_version_flag("--version", std::string(qr::broker::kBrokerVersion));
   try {
     app.parse(argc, argv);

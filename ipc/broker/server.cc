@@ -233,7 +233,7 @@ Status Server::Listen() {
     // The default directory is ours alone; a directory of another user there
     // could let them replace our socket.
     if (path == ipc::DefaultSocketPath()) {
-      struct stat st{};
+      struct stat st {};
       QR_SYS_RETURN_IF_ERROR(::stat(dir.c_str(), &st));
       if (st.st_uid != ::getuid()) {
         return UnavailableError(dir + " belongs to uid " + std::to_string(st.st_uid) +
@@ -306,8 +306,7 @@ void Server::Adopt() {
     for (int r = 0; r < g->world_size; ++r) {
       ipc::MemberSlot* slot = (*seg)->slot(r);
       if (LoadAcquire(&slot->left) != 0) continue;
-      int32_t pid =
-          LoadAcquire(&slot->published) != 0 ? slot->pid : LoadAcquire(&h->joined_pid[r]);
+      int32_t pid = LoadAcquire(&slot->published) != 0 ? slot->pid : LoadAcquire(&h->joined_pid[r]);
       if (pid <= 0) continue;
       Member m;
       m.pid = pid;
@@ -402,8 +401,8 @@ void Server::Tick() {
         if (LoadAcquire(&g.seg->slot(r)->left) != 0) {
           Release(g, r);
         } else if (!ipc::ProcessAlive(m->pid)) {
-          Fail(g, "rank " + std::to_string(r) + " (pid " + std::to_string(m->pid) +
-                      ") died", ipc::kAbortMemberDied);
+          Fail(g, "rank " + std::to_string(r) + " (pid " + std::to_string(m->pid) + ") died",
+               ipc::kAbortMemberDied);
           Release(g, r);
         }
       }
@@ -463,16 +462,16 @@ void Server::OnMessage(const std::shared_ptr<Session>& s, ipc::Message m) {
       s->Send(ipc::StatusReply{std::move(json)});
     }
   } else {
-    Refuse(s, InvalidArgumentError(std::string(ipc::MessageTypeName(
-                                       static_cast<uint16_t>(ipc::TypeOf(m)))) +
-                                   " is a broker-to-client message"));
+    Refuse(s, InvalidArgumentError(
+                  std::string(ipc::MessageTypeName(static_cast<uint16_t>(ipc::TypeOf(m)))) +
+                  " is a broker-to-client message"));
   }
 }
 
 void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinRequest& req) {
   if (!s->group.empty()) {
-    Refuse(s, InvalidArgumentError("this connection already holds rank " +
-                                   std::to_string(s->rank) + " of group " + s->group));
+    Refuse(s, InvalidArgumentError("this connection already holds rank " + std::to_string(s->rank) +
+                                   " of group " + s->group));
     return;
   }
   const int rank = static_cast<int>(req.rank);
@@ -488,10 +487,9 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
       return;
     }
     if (state == static_cast<uint32_t>(GroupState::kFailed)) {
-      Refuse(s, PeerFailedError(
-                    g->Describe() + " FAILED (" +
-                    ipc::ReadField(g->seg->header()->failure_reason, 256) +
-                    "); the name can be joined again once all its members have left"));
+      Refuse(s, PeerFailedError(g->Describe() + " FAILED (" +
+                                ipc::ReadField(g->seg->header()->failure_reason, 256) +
+                                "); the name can be joined again once all its members have left"));
       return;
     }
     if (state == static_cast<uint32_t>(GroupState::kReady)) {
@@ -554,15 +552,13 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
       if (last_error.code() != StatusCode::kAlreadyExists) break;
     }
     if (group->seg == nullptr) {
-      spdlog::error("cannot create a segment for group {}: {}", req.group,
-                    last_error.ToString());
+      spdlog::error("cannot create a segment for group {}: {}", req.group, last_error.ToString());
       Refuse(s, last_error.WithContext("creating the segment of group " + req.group));
       return;
     }
     last_generation_[req.group] = gen;
     group->generation = gen;
-    spdlog::info("{} created for world size {} ({})", group->Describe(), ws,
-                 group->seg->name());
+    spdlog::info("{} created for world size {} ({})", group->Describe(), ws, group->seg->name());
     g = group.get();
     groups_[req.group] = std::move(group);
   }
@@ -591,8 +587,8 @@ void Server::HandlePublished(const std::shared_ptr<Session>& s) {
   auto& m = g.members[static_cast<size_t>(s->rank)];
   const ipc::MemberSlot* slot = g.seg->slot(s->rank);
   if (LoadAcquire(&slot->published) == 0) {
-    Refuse(s, InvalidArgumentError("PUBLISHED but slot " + std::to_string(s->rank) +
-                                   " of " + g.Describe() + " is not published"));
+    Refuse(s, InvalidArgumentError("PUBLISHED but slot " + std::to_string(s->rank) + " of " +
+                                   g.Describe() + " is not published"));
     return;
   }
   m->published = true;
@@ -629,16 +625,17 @@ void Server::HandleAbort(const std::shared_ptr<Session>& s, const ipc::AbortRequ
     Refuse(s, InvalidArgumentError("ABORT before JOIN"));
     return;
   }
-  Fail(*it->second, "rank " + std::to_string(s->rank) + " (pid " + std::to_string(s->pid) +
-                        ") aborted: " + req.reason,
+  Fail(*it->second,
+       "rank " + std::to_string(s->rank) + " (pid " + std::to_string(s->pid) +
+           ") aborted: " + req.reason,
        ipc::kAbortRaised);
 }
 
 void Server::Fail(Group& g, const std::string& reason, uint32_t abort_code) {
   ipc::SegmentHeader* h = g.seg->header();
   uint32_t expected = ipc::kAbortNone;
-  __atomic_compare_exchange_n(g.seg->abort_word(), &expected, abort_code, false,
-                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  __atomic_compare_exchange_n(g.seg->abort_word(), &expected, abort_code, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
   if (g.state() == static_cast<uint32_t>(GroupState::kFailed)) return;
   ipc::CopyField(h->failure_reason, sizeof(h->failure_reason), reason);
   StoreRelease(&h->failed_unix_ms, ipc::NowUnixMs());
@@ -676,8 +673,9 @@ void Server::OnDisconnect(const std::shared_ptr<Session>& s) {
   std::string name = s->group;
   s->group.clear();
   s->rank = -1;
-  Fail(g, "rank " + std::to_string(rank) + " (pid " + std::to_string(s->pid) +
-              ") disconnected without leaving",
+  Fail(g,
+       "rank " + std::to_string(rank) + " (pid " + std::to_string(s->pid) +
+           ") disconnected without leaving",
        ipc::kAbortMemberDied);
   Release(g, rank);
   MaybeDestroy(name);
@@ -690,8 +688,7 @@ std::string Server::StatusJson() const {
   doc["broker"] = {
       {"pid", ::getpid()},
       {"uid", ::getuid()},
-      {"uptime_s",
-       std::chrono::duration<double>(Clock::now() - started_).count()},
+      {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
       {"socket", options_.socket_path},
       {"version", kBrokerVersion},
       {"protocol_version", ipc::kProtocolVersion},
@@ -742,12 +739,11 @@ std::string Server::StatusJson() const {
           {"connected", m->session != nullptr},
           {"published", published},
           {"device", m->device},
-          {"blob_kind", !published                   ? "none"
-                        : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kGpuIpcHandle)
-                            ? "gpu_ipc_handle"
-                        : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kHostSegment)
-                            ? "host_segment"
-                            : "none"},
+          {"blob_kind",
+           !published                                                          ? "none"
+           : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kGpuIpcHandle) ? "gpu_ipc_handle"
+           : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kHostSegment)  ? "host_segment"
+                                                                               : "none"},
           {"ops", ops},
           {"bytes", bytes},
       };
@@ -761,9 +757,12 @@ std::string Server::StatusJson() const {
           {{"severity", "error"},
            {"group", g.name},
            {"message", g.Describe() + " FAILED: " + group["failure_reason"].get<std::string>()},
-           {"remedy", "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
-                      "attached: " + RankList(attached) + "); restart the job; the name "
-                      "can be joined again once every member has left"}});
+           {"remedy",
+            "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
+            "attached: " +
+                RankList(attached) +
+                "); restart the job; the name "
+                "can be joined again once every member has left"}});
     } else if (state == static_cast<uint32_t>(GroupState::kInit) &&
                SecondsSince(h->created_unix_ms) > 5.0) {
       problems.push_back(
@@ -772,8 +771,9 @@ std::string Server::StatusJson() const {
            {"message", g.Describe() + " has waited " +
                            std::to_string(static_cast<int>(SecondsSince(h->created_unix_ms))) +
                            " s for ranks " + RankList(missing)},
-           {"remedy", "start the missing ranks, or check that every rank uses the same group "
-                      "name and world size; joins time out after their join timeout"}});
+           {"remedy",
+            "start the missing ranks, or check that every rank uses the same group "
+            "name and world size; joins time out after their join timeout"}});
     }
     groups.push_back(group);
   }

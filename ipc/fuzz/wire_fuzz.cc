@@ -23,8 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!again.ok()) std::abort();  // a decoded message must be encodable
     size_t consumed2 = 0;
     auto round = qr::ipc::TryDecodeFrame(again->data(), again->size(), &consumed2);
-    if (!round.ok() || !round->has_value() || !(**round == **m) ||
-        consumed2 != again->size()) {
+    if (!round.ok() || !round->has_value() || !(**round == **m) || consumed2 != again->size()) {
       std::abort();
     }
   }

@@ -142,9 +142,8 @@ class FailureTest : public ::testing::Test {
 TEST_F(FailureTest, SigkilledMemberFailsGroupAndSurvivorsKnowWithinOneSecond) {
   std::string group = UniqueGroup("kill");
   Pipe pipe;
-  pid_t survivor = ForkChild([&] {
-    return Member(socket(), group, 0, 2, Role::kWatchUntilFailure, pipe);
-  });
+  pid_t survivor =
+      ForkChild([&] { return Member(socket(), group, 0, 2, Role::kWatchUntilFailure, pipe); });
   pid_t victim = ForkChild([&] { return Member(socket(), group, 1, 2, Role::kIdle, pipe); });
   Record a = Next(pipe), b = Next(pipe);
   ASSERT_EQ(a.tag, 'R') << a.message;
@@ -192,8 +191,8 @@ TEST_F(FailureTest, FailedGroupRefusesJoinsUntilEveryoneLeft) {
   ASSERT_OK(m1->RaiseAbort("bounded wait timed out"));
   EXPECT_THAT(m1->Check(), StatusIs(StatusCode::kPeerFailed));
   EXPECT_THAT(m0->Check(), StatusIs(StatusCode::kPeerFailed, HasSubstr("bounded wait")));
-  ASSERT_TRUE(WaitFor([&] { return FindGroup(group)["state"] == "FAILED"; },
-                      std::chrono::seconds(2)));
+  ASSERT_TRUE(
+      WaitFor([&] { return FindGroup(group)["state"] == "FAILED"; }, std::chrono::seconds(2)));
   EXPECT_THAT(GroupMembership::Join(HostJoin(socket(), group, 0, 2)).status(),
               StatusIs(StatusCode::kPeerFailed, HasSubstr("joined again once")));
   EXPECT_OK(m0->Leave());
@@ -209,9 +208,8 @@ TEST_F(FailureTest, BrokerSigkillAndRestartLeaveARunningGroupAlone) {
   Pipe pipe;
   std::vector<pid_t> kids;
   for (int r = 0; r < 2; ++r) {
-    kids.push_back(ForkChild([&, r] {
-      return Member(socket(), group, r, 2, Role::kWorkUntilStopFile, pipe, stop);
-    }));
+    kids.push_back(ForkChild(
+        [&, r] { return Member(socket(), group, r, 2, Role::kWorkUntilStopFile, pipe, stop); }));
   }
   ASSERT_EQ(Next(pipe).tag, 'R');
   ASSERT_EQ(Next(pipe).tag, 'R');
@@ -234,8 +232,8 @@ TEST_F(FailureTest, BrokerSigkillAndRestartLeaveARunningGroupAlone) {
   EXPECT_EQ(Next(pipe).tag, 'D');  // no failure was seen
   EXPECT_EQ(Next(pipe).tag, 'D');
   // The new broker sees both slots left and removes the segment.
-  EXPECT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(seg_prefix).empty(); },
-                      std::chrono::seconds(3)));
+  EXPECT_TRUE(
+      WaitFor([&] { return ShmObjectsWithPrefix(seg_prefix).empty(); }, std::chrono::seconds(3)));
   EXPECT_TRUE(FindGroup(group).is_null());
 }
 
@@ -243,9 +241,8 @@ TEST_F(FailureTest, AdoptedGroupStillDetectsADeadMember) {
   std::string group = UniqueGroup("adopted");
   std::string stop = dir_.path() + "/stop";
   Pipe pipe;
-  pid_t survivor = ForkChild([&] {
-    return Member(socket(), group, 0, 2, Role::kWorkUntilStopFile, pipe, stop);
-  });
+  pid_t survivor = ForkChild(
+      [&] { return Member(socket(), group, 0, 2, Role::kWorkUntilStopFile, pipe, stop); });
   pid_t victim = ForkChild([&] { return Member(socket(), group, 1, 2, Role::kIdle, pipe); });
   ASSERT_EQ(Next(pipe).tag, 'R');
   ASSERT_EQ(Next(pipe).tag, 'R');
@@ -268,14 +265,13 @@ TEST_F(FailureTest, SigtermStopsCleanlyAndLeavesGroupsRunning) {
   Pipe pipe;
   std::vector<pid_t> kids;
   for (int r = 0; r < 2; ++r) {
-    kids.push_back(ForkChild([&, r] {
-      return Member(socket(), group, r, 2, Role::kWorkUntilStopFile, pipe, stop);
-    }));
+    kids.push_back(ForkChild(
+        [&, r] { return Member(socket(), group, r, 2, Role::kWorkUntilStopFile, pipe, stop); }));
   }
   ASSERT_EQ(Next(pipe).tag, 'R');
   ASSERT_EQ(Next(pipe).tag, 'R');
   EXPECT_EQ(broker_->Signal(SIGTERM), 0);
-  struct stat st{};
+  struct stat st {};
   EXPECT_NE(::stat(socket().c_str(), &st), 0) << "socket left behind";
   std::string seg_prefix = ipc::UserPrefix(::getuid()) + group + "-";
   EXPECT_EQ(ShmObjectsWithPrefix(seg_prefix).size(), 1u);

@@ -67,9 +67,9 @@ TEST_F(FormationTest, ProcessesFormGroupsOfTwoFourAndEight) {
     }
     for (int r = 0; r < ws; ++r) EXPECT_EQ(WaitChild(kids[r]), 0) << "ws " << ws << " rank " << r;
     // The group ended: its segment is gone.
-    EXPECT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group)
-                                  .empty(); },
-                        std::chrono::seconds(2)));
+    EXPECT_TRUE(
+        WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group).empty(); },
+                std::chrono::seconds(2)));
   }
 }
 

@@ -52,11 +52,8 @@ void BrokerProcess::Start() {
     ::_exit(127);
   }
   ASSERT_GT(pid_, 0);
-  bool up = WaitFor(
-      [&] {
-        return ipc::QueryStatus(socket_, std::chrono::milliseconds(500)).ok();
-      },
-      std::chrono::seconds(10));
+  bool up = WaitFor([&] { return ipc::QueryStatus(socket_, std::chrono::milliseconds(500)).ok(); },
+                    std::chrono::seconds(10));
   ASSERT_TRUE(up) << "qr-broker did not answer at " << socket_;
 }
 

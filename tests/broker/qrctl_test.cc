@@ -48,8 +48,7 @@ class QrctlTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(m0_, GroupMembership::Join(HostJoin(socket(), group_, 0, 2)));
     ASSERT_OK_AND_ASSIGN(m1_, GroupMembership::Join(HostJoin(socket(), group_, 1, 2)));
     Status s1;
-    std::thread t(
-        [&] { s1 = m1_->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
+    std::thread t([&] { s1 = m1_->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
     ASSERT_OK(m0_->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
     t.join();
     ASSERT_OK(s1);
@@ -134,7 +133,8 @@ TEST_F(QrctlTest, FailedGroupIsDegradedWithARemedy) {
 }
 
 TEST_F(QrctlTest, WatchRepeats) {
-  CtlRun r = Qrctl({"--socket", socket(), "status", "--watch", "--count", "3", "--interval", "0.05"});
+  CtlRun r =
+      Qrctl({"--socket", socket(), "status", "--watch", "--count", "3", "--interval", "0.05"});
   EXPECT_EQ(r.code, tools::kExitHealthy);
   size_t n = 0;
   for (size_t pos = 0; (pos = r.out.find("status: healthy", pos)) != std::string::npos; ++pos) ++n;

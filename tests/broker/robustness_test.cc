@@ -224,8 +224,7 @@ TEST_F(RobustnessTest, ThousandJoinLeaveCyclesLeakNothing) {
     ASSERT_OK_AND_ASSIGN(auto m1, GroupMembership::Join(HostJoin(socket(), group, 1, 2)));
     if (i % 2 == 0) {  // half the cycles reach READY
       Status s1;
-      std::thread t(
-          [&] { s1 = m1->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
+      std::thread t([&] { s1 = m1->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
       ASSERT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
       t.join();
       ASSERT_OK(s1);
@@ -234,8 +233,8 @@ TEST_F(RobustnessTest, ThousandJoinLeaveCyclesLeakNothing) {
     ASSERT_OK(m1->Leave());
   };
   cycle(0);
-  ASSERT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(prefix).empty(); },
-                      std::chrono::seconds(2)));
+  ASSERT_TRUE(
+      WaitFor([&] { return ShmObjectsWithPrefix(prefix).empty(); }, std::chrono::seconds(2)));
   const int my_fds = CountOpenFds(::getpid());
   const int broker_fds = CountOpenFds(broker_->pid());
   auto start = std::chrono::steady_clock::now();
@@ -245,15 +244,15 @@ TEST_F(RobustnessTest, ThousandJoinLeaveCyclesLeakNothing) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("1000 join/leave cycles of a 2-rank group: %.2f s (%.2f ms each)\n", secs, secs);
-  EXPECT_TRUE(WaitFor([&] { return CountOpenFds(broker_->pid()) == broker_fds; },
-                      std::chrono::seconds(3)))
+  EXPECT_TRUE(
+      WaitFor([&] { return CountOpenFds(broker_->pid()) == broker_fds; }, std::chrono::seconds(3)))
       << CountOpenFds(broker_->pid()) << " vs " << broker_fds;
   EXPECT_EQ(CountOpenFds(::getpid()), my_fds);
   EXPECT_TRUE(ShmObjectsWithPrefix(prefix).empty());
   // Only the socket and its lock in the socket directory.
   std::string listing;
   for (const char* suffix : {"", ".lock"}) {
-    struct stat st{};
+    struct stat st {};
     EXPECT_EQ(::stat((socket() + suffix).c_str(), &st), 0);
   }
   ASSERT_OK_AND_ASSIGN(auto last, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
