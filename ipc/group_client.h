@@ -123,7 +123,7 @@ class GroupMembership {
   // The group's abort word: non-zero = the group failed or was aborted. It
   // sits at offset 0 of abort_page(), a page-aligned 4096-byte page of the
   // shared segment that a GPU backend may register with the GPU. Valid until
-  // this object is destroyed.
+  // Leave() or destruction (unregister the page first); null after Leave().
   const volatile uint32_t* abort_word() const;
   void* abort_page() const;
 

@@ -33,6 +33,7 @@ using Socket = asio::local::stream_protocol::socket;
 namespace {
 
 constexpr std::chrono::seconds kCloseLinger{2};
+constexpr size_t kMaxQueuedBytes = 4 << 20;
 constexpr const char* kCodecNames[ipc::kNumCodecs] = {"FP", "INT8", "INT6", "INT4", "INT3"};
 
 std::string RankList(const std::vector<int>& ranks) {
@@ -63,7 +64,18 @@ class Session : public std::enable_shared_from_this<Session> {
       spdlog::error("cannot encode a reply: {}", frame.status().ToString());
       return;
     }
+    queued_bytes_ += frame->size();
     out_.push_back(std::move(*frame));
+    // A peer that never reads must not grow the broker without bound.
+    if (queued_bytes_ > kMaxQueuedBytes) {
+      spdlog::warn("pid {}: {} bytes of replies unread; dropping the connection", pid,
+                   queued_bytes_);
+      // Finished later: the caller may be iterating over group members.
+      closing_ = true;
+      auto self = shared_from_this();
+      asio::post(socket_.get_executor(), [self] { self->Finish(); });
+      return;
+    }
     if (!writing_) Write();
   }
 
@@ -149,6 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
       Finish();
       return;
     }
+    queued_bytes_ -= out_.front().size();
     out_.pop_front();
     if (!out_.empty()) {
       Write();
@@ -168,6 +181,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::array<uint8_t, 8192> buf_{};
   std::vector<uint8_t> in_;
   std::deque<std::vector<uint8_t>> out_;
+  size_t queued_bytes_ = 0;
   bool writing_ = false;
   bool closing_ = false;
   bool finished_ = false;
@@ -209,6 +223,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
       acceptor_(io),
       signals_(io),
       timer_(io),
+      timer_accept_(io),
       started_(Clock::now()) {}
 
 Server::~Server() { Stop(); }
@@ -345,6 +360,7 @@ void Server::Stop() {
   acceptor_.close(ec);
   signals_.cancel(ec);
   timer_.cancel();
+  timer_accept_.cancel();
   std::vector<std::shared_ptr<Session>> all;
   for (auto& [ptr, s] : sessions_) all.push_back(s);
   for (auto& s : all) s->Finish();
@@ -360,7 +376,13 @@ void Server::Accept() {
   acceptor_.async_accept([this](const std::error_code& ec, Socket socket) {
     if (stopped_) return;
     if (ec) {
+      // Out of descriptors, typically: pause instead of spinning on the error.
       spdlog::warn("accept: {}", ec.message());
+      timer_accept_.expires_after(std::chrono::milliseconds(100));
+      timer_accept_.async_wait([this](const std::error_code& wait_ec) {
+        if (!wait_ec && !stopped_) Accept();
+      });
+      return;
     } else {
       auto s = std::make_shared<Session>(this, std::move(socket), io_);
       ucred cred{};

@@ -81,6 +81,7 @@ class Server {
   asio::local::stream_protocol::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer timer_;
+  asio::steady_timer timer_accept_;  // retries accept after an error
   UniqueFd lock_fd_;
   bool stopped_ = false;
   bool listening_ = false;  // we hold the lock and bound the socket

@@ -1,12 +1,14 @@
 // Group formation with a real qr-broker, real sockets and real shm: world
 // sizes 2/4/8 across processes, every refusal, join timeouts.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ipc/broker_client.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
 #include "tests/broker/harness.h"
@@ -171,6 +173,40 @@ TEST_F(FormationTest, ReadyGroupRefusesNewcomersAndCountsOps) {
 TEST_F(FormationTest, NoBrokerWithoutAutostartIsUnavailable) {
   ipc::JoinParams p = HostJoin(dir_.path() + "/nobody.sock", UniqueGroup("nb"), 0, 2);
   EXPECT_THAT(GroupMembership::Join(p).status(), StatusIs(StatusCode::kUnavailable));
+}
+
+TEST_F(FormationTest, SocketAndLockArePrivate) {
+  struct stat st {};
+  ASSERT_EQ(::stat(socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(ipc::LockPathFor(socket()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(DefaultSocketTest, BrokerUsesXdgRuntimeDirWithAPrivateDirectory) {
+  TempDir runtime;
+  const std::string expected = runtime.path() + "/quickreduce/broker.sock";
+  pid_t broker = ForkChild([&] {
+    ::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1);
+    ::unsetenv("QR_BROKER_SOCKET");
+    std::string bin = BrokerBinary();
+    ::execl(bin.c_str(), bin.c_str(), nullptr);
+    return 127;
+  });
+  EXPECT_TRUE(WaitFor([&] { return ipc::QueryStatus(expected, std::chrono::seconds(1)).ok(); },
+                      std::chrono::seconds(10)));
+  struct stat st {};
+  ASSERT_EQ(::stat((runtime.path() + "/quickreduce").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // Clients find it the same way.
+  ::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1);
+  ipc::JoinParams p = HostJoin("", UniqueGroup("xdg"), 0, 2);
+  ASSERT_OK_AND_ASSIGN(auto m, GroupMembership::Join(p));
+  EXPECT_OK(m->Leave());
+  ::unsetenv("XDG_RUNTIME_DIR");
+  ::kill(broker, SIGTERM);
+  EXPECT_EQ(WaitChild(broker), 0);
 }
 
 }  // namespace
