@@ -25,9 +25,11 @@
 
 #include "comm/quickreduce.h"
 #include "common/env.h"
+#include "common/status_macros.h"
 #include "common/logging.h"
 #include "common/unique_fd.h"
 #include "ipc/names.h"
+#include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
 #include "tools/qr_demo_lib.h"
 
@@ -159,14 +161,28 @@ int Launch(const Flags& f, const std::string& self) {
   }
   FindBrokerBinary(self);
   const bool running = BrokerAnswers(*socket);
-  std::printf("qr-demo: %d workers, group %s, broker %s (%s)\n", f.world_size, group.c_str(),
-              socket->c_str(), running ? "running" : "starting one");
+  // fork+exec below: initialising the GPU runtime here is fine, the children
+  // start afresh.
+  const int gpus = f.device == "host" ? 0 : gpu::DeviceCount();
+  std::string device = f.device;
+  std::string why;
+  if (device == "auto") {
+    device = gpus >= f.world_size ? "gpu" : "host";
+    why = gpus >= f.world_size ? "" : " (" + std::to_string(gpus) + " GPUs, " +
+                                          std::to_string(f.world_size) + " needed)";
+  } else if (device == "gpu" && gpus < f.world_size) {
+    std::fprintf(stderr, "qr-demo: --device gpu needs %d GPUs, found %d\n", f.world_size, gpus);
+    return 2;
+  }
+  std::printf("qr-demo: %d workers on the %s backend%s, group %s, broker %s (%s)\n",
+              f.world_size, device.c_str(), why.c_str(), group.c_str(), socket->c_str(),
+              running ? "running" : "starting one");
   std::fflush(stdout);
 
   std::vector<pid_t> pids;
   for (int r = 0; r < f.world_size; ++r) {
     std::vector<std::string> args = {self, "--world-size", std::to_string(f.world_size),
-                                      "--device", f.device, "--group", group,
+                                      "--device", device, "--group", group,
                                       "--worker-rank", std::to_string(r), "--sizes"};
     std::string sizes;
     for (uint64_t s : f.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
@@ -222,17 +238,85 @@ int Iterations(uint64_t bytes) {
   return static_cast<int>(std::min<uint64_t>(100, std::max<uint64_t>(2, target / bytes)));
 }
 
+// Where a worker's buffers live: host memory for the host backend, device
+// memory (plus a stream) on this rank's GPU for the GPU backend.
+class Buffers {
+ public:
+  explicit Buffers(bool on_gpu) : on_gpu_(on_gpu) {}
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  ~Buffers() { Release(); }
+
+  Status Init(int device) {
+    if (!on_gpu_) return OkStatus();
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device));
+    QR_ASSIGN_OR_RETURN(stream_, gpu::StreamCreate());
+    return OkStatus();
+  }
+  // Sets up in/out for `in_host`'s contents.
+  Status Load(const std::vector<uint16_t>& in_host) {
+    Release();
+    bytes_ = in_host.size() * sizeof(uint16_t);
+    if (!on_gpu_) {
+      host_in_ = in_host;
+      host_out_.assign(in_host.size(), 0);
+      in_ = host_in_.data();
+      out_ = host_out_.data();
+      return OkStatus();
+    }
+    QR_ASSIGN_OR_RETURN(in_, gpu::Malloc(bytes_));
+    QR_ASSIGN_OR_RETURN(out_, gpu::Malloc(bytes_));
+    return gpu::Memcpy(in_, in_host.data(), bytes_);
+  }
+  // Waits for the stream (GPU) and copies out to the host.
+  Status Result(std::vector<uint16_t>* out_host) {
+    out_host->resize(bytes_ / sizeof(uint16_t));
+    if (!on_gpu_) {
+      *out_host = host_out_;
+      return OkStatus();
+    }
+    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream_));
+    return gpu::Memcpy(out_host->data(), out_, bytes_);
+  }
+  Status Sync() { return on_gpu_ ? gpu::StreamSynchronize(stream_) : OkStatus(); }
+
+  void* in() const { return in_; }
+  void* out() const { return out_; }
+  void* stream() const { return stream_; }
+
+ private:
+  void Release() {
+    if (on_gpu_) {
+      if (in_ != nullptr) gpu::Free(in_);
+      if (out_ != nullptr) gpu::Free(out_);
+    }
+    in_ = out_ = nullptr;
+  }
+
+  const bool on_gpu_;
+  gpu::Stream stream_ = nullptr;
+  void* in_ = nullptr;
+  void* out_ = nullptr;
+  size_t bytes_ = 0;
+  std::vector<uint16_t> host_in_, host_out_;
+};
+
 int Work(const Flags& f) {
   const int rank = f.worker_rank;
   const bool lead = rank == 0;
   const bool tty = ::isatty(STDERR_FILENO);
+  const bool on_gpu = f.device == "gpu";
+  Buffers buffers(on_gpu);
+  if (Status s = buffers.Init(rank); !s.ok()) {
+    std::fprintf(stderr, "qr-demo rank %d: GPU %d: %s\n", rank, rank, s.ToString().c_str());
+    return 2;
+  }
   qr_join_options o;
   std::memset(&o, 0, sizeof(o));
   o.group = f.group.c_str();
   o.rank = rank;
   o.world_size = f.world_size;
-  // TODO(#5): --device auto picks the GPU backend once it can report GPUs.
-  o.device = f.device == "gpu" ? rank : QR_DEVICE_HOST;
+  o.device = on_gpu ? rank : QR_DEVICE_HOST;
   qr_comm* comm = nullptr;
   if (qr_join(&o, &comm) != QR_OK) {
     std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
@@ -242,11 +326,16 @@ int Work(const Flags& f) {
                                      "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"}, true);
   const bool cast = cast_env.ok() ? *cast_env : true;
   if (lead) {
-    std::printf("qr-demo: joined (host backend%s); checking every output against the host\n"
+    std::printf("qr-demo: joined (%s backend%s); checking every output against the host\n"
                 "         reference (bit for bit) and the exact sum (proven codec bound)\n",
-                cast ? ", bf16 reduced through fp16" : "");
+                on_gpu ? "GPU" : "host", cast ? ", bf16 reduced through fp16" : "");
     std::fflush(stdout);
   }
+  auto fail = [&](const char* what, const std::string& why) {
+    std::fprintf(stderr, "\nqr-demo rank %d: %s: %s\n", rank, what, why.c_str());
+    qr_leave(comm);
+    return 3;
+  };
 
   std::vector<Codec> codecs;
   for (Codec c : kAllCodecs) {
@@ -261,22 +350,25 @@ int Work(const Flags& f) {
         const int64_t n = static_cast<int64_t>(bytes / 2);
         const uint64_t seed = 17 + static_cast<uint64_t>(done);
         ++done;
+        const std::string label = std::string(CodecName(codec)) + " " + DTypeName(dtype) + " " +
+                                  FormatBytes(bytes);
         if (lead) {
-          std::fprintf(stderr, "%s[%2d/%2d] %-4s %s %-10s", tty ? "\r" : "", done, total,
-                       CodecName(codec), DTypeName(dtype), FormatBytes(bytes).c_str());
+          std::fprintf(stderr, "%s[%2d/%2d] %-22s", tty ? "\r" : "", done, total, label.c_str());
           std::fprintf(stderr, tty ? "\033[K" : "\n");
         }
-        std::vector<uint16_t> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+        std::vector<uint16_t> in(static_cast<size_t>(n)), out;
         FillInput(dtype, rank, seed, n, in.data());
+        if (Status s = buffers.Load(in); !s.ok()) return fail(label.c_str(), s.ToString());
         const qr_regime regime = static_cast<qr_regime>(codec);
         const int use_cast = dtype == DType::kBFloat16 && cast;
-        if (qr_all_reduce_ex(comm, in.data(), out.data(), static_cast<size_t>(n),
-                             static_cast<qr_dtype>(dtype), regime, use_cast, nullptr) != QR_OK) {
-          std::fprintf(stderr, "\nqr-demo rank %d: %s %s %s: %s\n", rank, CodecName(codec),
-                       DTypeName(dtype), FormatBytes(bytes).c_str(), qr_last_error());
-          qr_leave(comm);
-          return 3;
-        }
+        auto call = [&] {
+          return qr_all_reduce_ex(comm, buffers.in(), buffers.out(), static_cast<size_t>(n),
+                                  static_cast<qr_dtype>(dtype), regime, use_cast,
+                                  buffers.stream());
+        };
+        if (call() != QR_OK) return fail(label.c_str(), qr_last_error());
+        if (Status s = buffers.Result(&out); !s.ok()) return fail(label.c_str(), s.ToString());
+        if (qr_check(comm) != QR_OK) return fail(label.c_str(), qr_last_error());
         kernels::TwoShotParams p;
         p.world_size = f.world_size;
         p.codec = codec;
@@ -286,21 +378,16 @@ int Work(const Flags& f) {
         const Verdict v = Verify(p, seed, out.data());
         if (!v.ok()) {
           ++failures;
-          std::fprintf(stderr, "\nqr-demo rank %d: MISMATCH %s %s %s: %s\n", rank,
-                       CodecName(codec), DTypeName(dtype), FormatBytes(bytes).c_str(),
+          std::fprintf(stderr, "\nqr-demo rank %d: MISMATCH %s: %s\n", rank, label.c_str(),
                        v.Describe().c_str());
         }
         const int iters = Iterations(bytes);
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) {
-          if (qr_all_reduce_ex(comm, in.data(), out.data(), static_cast<size_t>(n),
-                               static_cast<qr_dtype>(dtype), regime, use_cast,
-                               nullptr) != QR_OK) {
-            std::fprintf(stderr, "\nqr-demo rank %d: %s\n", rank, qr_last_error());
-            qr_leave(comm);
-            return 3;
-          }
+          if (call() != QR_OK) return fail(label.c_str(), qr_last_error());
         }
+        if (Status s = buffers.Sync(); !s.ok()) return fail(label.c_str(), s.ToString());
+        if (qr_check(comm) != QR_OK) return fail(label.c_str(), qr_last_error());
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         Row row;
@@ -329,9 +416,9 @@ int Work(const Flags& f) {
                   r.exact ? "bit-exact" : "DIFFERS", r.us_per_call, r.gbps);
     }
     std::printf("\nerr/bound: largest |output - exact sum| / proven bound over all elements "
-                "(must be <= 1).\nus/call and GB/s (message bytes / time): rank 0, host "
-                "backend, %d processes on %ld cores.\n",
-                f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
+                "(must be <= 1).\nus/call and GB/s (message bytes / time, eager calls): rank 0, "
+                "%s backend, %d processes, %ld CPU cores.\n",
+                on_gpu ? "GPU" : "host", f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;
