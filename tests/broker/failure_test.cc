@@ -174,6 +174,11 @@ TEST_F(FailureTest, SigkilledMemberFailsGroupAndSurvivorsKnowWithinOneSecond) {
   EXPECT_OK(s1);
   EXPECT_EQ(m0->generation(), gen + 1);
   EXPECT_EQ(*m0->abort_word(), 0u);
+  // A data object (as the host backend makes) goes with the group.
+  int data = ::shm_open((m0->segment_name() + "-rank0-recv").c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(data, 0);
+  ::close(data);
+  EXPECT_EQ(ShmObjectsWithPrefix(m0->segment_name()).size(), 2u);
   EXPECT_OK(m0->Leave());
   EXPECT_OK(m1->Leave());
   EXPECT_TRUE(ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group + "-").empty());
