@@ -153,8 +153,7 @@ class HostBackend final : public Backend {
     // Barrier: once every peer has marked my buffer, all of them have mapped
     // it, so any rank may leave (and unlink its buffer) right after joining.
     Raise(kConnectedSet, 1, 0);
-    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
-    return WaitAll(kConnectedSet, 1, 0, deadline);
+    return WaitAll(kConnectedSet, 1, 0);
   }
 
   Status AllReduce(const AllReduceCall& call) override {
@@ -179,7 +178,6 @@ class HostBackend final : public Backend {
     const uint64_t desc = DescribeCall(p);
     const int64_t tiles = k::NumTiles(p.num_elems);
     const int64_t seg_wire = k::SegmentWireBytes(p.codec, world_size_);
-    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
     const View& me = peers_[rank_];
     for (int64_t t0 = 0; t0 < tiles; t0 += kHostSlots) {
       const int64_t batch = std::min<int64_t>(kHostSlots, tiles - t0);
@@ -191,7 +189,7 @@ class HostBackend final : public Backend {
         }
       }
       Raise(0, colour, desc);
-      QR_RETURN_IF_ERROR(WaitAll(0, colour, desc, deadline));
+      QR_RETURN_IF_ERROR(WaitAll(0, colour, desc));
       // Reduce my segments in source order, re-encode once into my own
       // phase-1 slot, copy that to every peer (same bytes everywhere).
       const uint8_t* received[k::kMaxWorldSize];
@@ -205,7 +203,7 @@ class HostBackend final : public Backend {
         }
       }
       Raise(1, colour, desc);
-      QR_RETURN_IF_ERROR(WaitAll(1, colour, desc, deadline));
+      QR_RETURN_IF_ERROR(WaitAll(1, colour, desc));
       // Phase 2 (gather): every segment from its owner.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
@@ -226,7 +224,10 @@ class HostBackend final : public Backend {
     }
   }
 
-  Status WaitAll(int phase, uint64_t colour, uint64_t desc, WaitClock::time_point deadline) {
+  // Each wait gets the whole QR_OP_TIMEOUT_MS: a long call that keeps making
+  // progress never times out, a stalled peer does.
+  Status WaitAll(int phase, uint64_t colour, uint64_t desc) {
+    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
     const View& me = peers_[rank_];
     const volatile uint32_t* abort_word = group_->abort_word();
     int next = 0;  // sources before `next` have arrived

@@ -11,8 +11,10 @@
 // sources, reduce, re-encode into every rank's phase-1 slots, raise flags,
 // wait, decode. Flags hold a round number (colour) that only grows, so no call
 // ever matches a stale flag. Every wait is bounded (QR_OP_TIMEOUT_MS, default
-// 30000) and polls the group's abort word; a wait that times out raises the
-// abort so the peers stop too.
+// 30000, per wait: a long call that keeps progressing never times out) and
+// polls the group's abort word; a wait that times out raises the abort so the
+// peers stop too. Connect() ends with a barrier (every peer has mapped this
+// rank's buffer), so a rank may leave right after joining.
 #ifndef QR_COMM_HOST_BACKEND_H_
 #define QR_COMM_HOST_BACKEND_H_
 
@@ -28,7 +30,7 @@ namespace qr {
 inline constexpr int64_t kHostSlots = 64;
 
 struct HostBackendOptions {
-  int64_t op_timeout_ms = 30000;  // bound of every wait inside one call
+  int64_t op_timeout_ms = 30000;  // bound of every single wait
 };
 
 // Reads QR_OP_TIMEOUT_MS (1 .. 86400000); kInvalidArgument naming it if bad.
