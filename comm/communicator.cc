@@ -11,6 +11,7 @@
 
 #include "comm/backend.h"
 #include "comm/config.h"
+#include "comm/gpu_backend.h"
 #include "comm/host_backend.h"
 #include "comm/policy.h"
 #include "common/env.h"
@@ -54,9 +55,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
     return InvalidArgumentError("device " + std::to_string(o.device) +
                                 " is neither a GPU ordinal (>= 0) nor QR_DEVICE_HOST (-1)");
   }
-  // TODO(#5): the GPU engineer wires CreateGpuBackend (comm/gpu_backend.h) in here.
-  return UnsupportedError("device " + std::to_string(o.device) +
-                          ": this build has no GPU backend; use QR_DEVICE_HOST (-1)");
+  return CreateGpuBackend(o.device, o.rank, o.world_size);
 }
 
 StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {

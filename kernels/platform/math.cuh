@@ -24,27 +24,16 @@ QR_DEVICE_INLINE float Fp16BitsToFloat(uint16_t h) {
 }
 
 // Round-half-even and SATURATING like kernels/float16.h FloatToHalf: a
-// finite value never becomes inf, NaN becomes the canonical 0x7E00.
+// finite value never becomes inf, NaN becomes the canonical 0x7E00. The
+// hardware conversion rounds (subnormals included); only its overflow and
+// NaN results are patched.
 QR_DEVICE_INLINE uint16_t FloatToFp16Bits(float f) {
-  const uint32_t bits = __float_as_uint(f);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7FFFFFFFu;
+  const uint32_t abs = __float_as_uint(f) & 0x7FFFFFFFu;
   if (abs > 0x7F800000u) return 0x7E00u;
-  if (abs == 0x7F800000u) return sign | 0x7C00u;
-  if (abs >= 0x477FF000u) return sign | 0x7BFFu;
-  if (abs >= 0x38800000u) {
-    const uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
-    return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
-  }
-  if (abs <= 0x33000000u) return sign;
-  const uint32_t e = abs >> 23;
-  const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126u - e;
-  uint32_t result = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (result & 1u))) ++result;
-  return sign | static_cast<uint16_t>(result);
+  const __half_raw r = static_cast<__half_raw>(__float2half_rn(f));
+  uint16_t h = r.x;
+  if ((h & 0x7FFFu) == 0x7C00u && abs != 0x7F800000u) h = (h & 0x8000u) | 0x7BFFu;
+  return h;
 }
 
 QR_DEVICE_INLINE float Bf16BitsToFloat(uint16_t b) {

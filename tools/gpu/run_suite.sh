@@ -35,7 +35,7 @@ for p in $suite; do
       part local 420 .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] &&
-        part backend 240 .device/bin/gpu_backend_test --gtest_brief=1 ;;
+        part backend 300 .device/bin/gpu_backend_test --broker=.device/bin/qr-broker --gtest_brief=1 ;;
     sanitizer)
       part memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
         .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT4_fp16:*RejectsBadArguments' ;;

@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 targets=(
   //tests/gpu:two_shot_local_test
+  //tests/gpu:gpu_backend_test
+  //ipc/broker:qr-broker
   //tools:qr-bench
 )
 flags=(-c opt --dynamic_mode=off)
@@ -23,8 +25,6 @@ for t in "${targets[@]}"; do
   path="${path/://}"
   cp "$bin/$path" .device/bin/
 done
-# The broker binary, for the multi-process tests that autostart it.
-if [[ -x "$bin/ipc/broker/qr-broker" ]]; then cp "$bin/ipc/broker/qr-broker" .device/bin/; fi
 
 # Carry Debian-only shared libraries (spdlog, fmt, ...); the machine has
 # libstdc++/libc/libm of its own.

@@ -1,0 +1,216 @@
+#include "comm/gpu_backend.h"
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "ipc/group_client.h"
+#include "kernels/gpu/local_group.h"
+#include "kernels/gpu/two_shot.h"
+#include "kernels/platform/gpu_api.h"
+
+namespace qr {
+namespace {
+
+using kernels::GpuCodec;
+using kernels::GpuElem;
+
+constexpr size_t kAbortPageBytes = 4096;
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(int device, int rank, int world_size) : device_(device), rank_(rank), ws_(world_size) {}
+
+  ~GpuBackend() override {
+    if (!gpu::SetDevice(device_).ok()) return;
+    // Kernels in flight read the peers' buffers and the abort page; they end
+    // on their own (done, aborted or timed out) before anything is unmapped.
+    Status s = gpu::DeviceSynchronize();
+    if (!s.ok()) spdlog::warn("GPU backend rank {}: {}", rank_, s.ToString());
+    if (abort_registered_ != nullptr) gpu::HostUnregister(abort_registered_);
+    for (int r = 0; r < ws_; ++r) {
+      if (r != rank_ && peers_[r] != nullptr) gpu::IpcCloseHandle(peers_[r]);
+    }
+    gpu::Free(buffer_);
+    gpu::Free(state_);
+    gpu::HostFree(error_host_);
+  }
+
+  Status Init() {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
+    QR_ASSIGN_OR_RETURN(pci_, gpu::PciBusId(device_));
+    QR_ASSIGN_OR_RETURN(max_blocks_, kernels::DefaultMaxBlocks(device_));
+    QR_ASSIGN_OR_RETURN(ticks_per_ms_, gpu::WallClockTicksPerMs(device_));
+    QR_ASSIGN_OR_RETURN(int64_t timeout_ms,
+                        EnvInt({"QR_OP_TIMEOUT_MS"}, 30000, 1, 24LL * 3600 * 1000));
+    timeout_ms_ = timeout_ms;
+    layout_ = kernels::MakeTwoShotLayout(max_blocks_);
+    QR_ASSIGN_OR_RETURN(buffer_, gpu::MallocShared(layout_.total));
+    QR_RETURN_IF_ERROR(gpu::Memset(buffer_, 0, layout_.total));
+    const size_t state_bytes = kernels::TwoShotStateWords(max_blocks_) * 4;
+    QR_ASSIGN_OR_RETURN(state_, gpu::Malloc(state_bytes));
+    QR_RETURN_IF_ERROR(gpu::Memset(state_, 0, state_bytes));
+    QR_ASSIGN_OR_RETURN(error_host_, gpu::HostAllocMapped(4096, &error_dev_));
+    QR_ASSIGN_OR_RETURN(handle_, gpu::IpcGetHandle(buffer_));
+    QR_RETURN_IF_ERROR(gpu::DeviceSynchronize());
+    peers_.assign(ws_, nullptr);
+    peers_[rank_] = buffer_;
+    return OkStatus();
+  }
+
+  std::string device_id() const override { return pci_; }
+  // The layout follows the multiprocessor count, so GPUs that would launch
+  // different grids also differ here and the broker refuses the mix.
+  uint64_t buffer_bytes() const override { return layout_.total; }
+  ipc::BlobKind blob_kind() const override { return ipc::BlobKind::kGpuIpcHandle; }
+  std::array<uint8_t, 64> blob() const override {
+    std::array<uint8_t, 64> b{};
+    std::memcpy(b.data(), handle_.data(), handle_.size());
+    return b;
+  }
+
+  Status Connect(const std::vector<ipc::MemberInfo>& members, ipc::GroupMembership& group) override {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
+    if (static_cast<int>(members.size()) != ws_) {
+      return InternalError("expected " + std::to_string(ws_) + " members, got " +
+                           std::to_string(members.size()));
+    }
+    // Peer GPUs visible in this process, by PCI bus id.
+    std::vector<std::string> visible;
+    for (int d = 0; d < gpu::DeviceCount(); ++d) {
+      QR_ASSIGN_OR_RETURN(std::string id, gpu::PciBusId(d));
+      visible.push_back(id);
+    }
+    for (const ipc::MemberInfo& m : members) {
+      if (m.rank == rank_) continue;
+      const std::string who = "rank " + std::to_string(m.rank);
+      if (m.kind != ipc::BlobKind::kGpuIpcHandle) {
+        return InvalidArgumentError(who + " is not on a GPU; a group cannot mix backends");
+      }
+      if (m.device_id == pci_) {
+        return InvalidArgumentError(who + " uses the same GPU (" + pci_ + ") as rank " +
+                                    std::to_string(rank_));
+      }
+      if (m.buffer_bytes != layout_.total) {
+        return InvalidArgumentError(who + " has a different buffer geometry");
+      }
+      for (size_t d = 0; d < visible.size(); ++d) {
+        if (visible[d] != m.device_id) continue;
+        QR_ASSIGN_OR_RETURN(bool can, gpu::CanAccessPeer(device_, static_cast<int>(d)));
+        if (!can) {
+          return UnavailableError("GPU " + pci_ + " cannot access " + who + "'s GPU " +
+                                  m.device_id + " (no peer-to-peer path)");
+        }
+      }
+      gpu::IpcHandle h;
+      std::memcpy(h.data(), m.blob.data(), h.size());
+      auto p = gpu::IpcOpenHandle(h);
+      if (!p.ok()) return p.status().WithContext(who + ": ");
+      peers_[m.rank] = *p;
+    }
+    void* page = group.abort_page();
+    QR_ASSIGN_OR_RETURN(void* dev, gpu::HostRegisterMapped(page, kAbortPageBytes));
+    abort_registered_ = page;
+    abort_dev_ = static_cast<const uint32_t*>(dev);
+    group_ = &group;
+    return OkStatus();
+  }
+
+  Status AllReduce(const AllReduceCall& call) override {
+    QR_RETURN_IF_ERROR(Check());
+    if (group_ == nullptr) return InternalError("AllReduce before Connect");
+    kernels::TwoShotArgs a;
+    a.in = call.in;
+    a.out = call.out;
+    a.count = call.count;
+    a.elem = call.dtype == DType::kFloat16 ? GpuElem::kFp16
+             : call.cast_bf16_to_fp16     ? GpuElem::kBf16Cast
+                                          : GpuElem::kBf16;
+    a.codec = static_cast<GpuCodec>(static_cast<int>(call.codec));
+    a.rank = rank_;
+    a.world_size = ws_;
+    for (int r = 0; r < ws_; ++r) a.buffers[r] = peers_[r];
+    a.max_blocks = max_blocks_;
+    a.colours = static_cast<uint32_t*>(state_);
+    a.abort_word = abort_dev_;
+    a.error_word = static_cast<uint32_t*>(error_dev_);
+    a.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
+    a.stream = call.stream;
+    // The stream belongs to our device; launch there and restore the
+    // caller's current device.
+    QR_ASSIGN_OR_RETURN(int previous, gpu::GetDevice());
+    if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
+    Status s = kernels::LaunchTwoShot(a);
+    if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(previous));
+    return s;
+  }
+
+  Status Check() override {
+    if (!sticky_.ok()) return sticky_;
+    if (error_host_ == nullptr) return OkStatus();
+    const uint32_t e =
+        reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)->load(std::memory_order_acquire);
+    if (e == kernels::kGpuErrorNone) return OkStatus();
+    if (e == kernels::kGpuErrorTimeout) {
+      sticky_ = TimeoutError("rank " + std::to_string(rank_) + ": a GPU wait ran past " +
+                             std::to_string(timeout_ms_) + " ms (QR_OP_TIMEOUT_MS)");
+      if (group_ != nullptr) {
+        group_->RaiseAbort("rank " + std::to_string(rank_) + " timed out in a GPU wait")
+            .IgnoreError();
+      }
+    } else {
+      sticky_ = PeerFailedError("rank " + std::to_string(rank_) +
+                                ": the group was aborted (a peer failed); the GPU kernel gave up");
+    }
+    return sticky_;
+  }
+
+ private:
+  const int device_;
+  const int rank_;
+  const int ws_;
+  std::string pci_;
+  int max_blocks_ = 0;
+  int64_t ticks_per_ms_ = 0;
+  int64_t timeout_ms_ = 0;
+  kernels::TwoShotLayout layout_;
+  void* buffer_ = nullptr;
+  void* state_ = nullptr;
+  void* error_host_ = nullptr;
+  void* error_dev_ = nullptr;
+  gpu::IpcHandle handle_{};
+  std::vector<void*> peers_;
+  void* abort_registered_ = nullptr;
+  const uint32_t* abort_dev_ = nullptr;
+  ipc::GroupMembership* group_ = nullptr;
+  Status sticky_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size) {
+  if (world_size != 2 && world_size != 4 && world_size != 8) {
+    return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
+                                std::to_string(world_size) + ")");
+  }
+  const int n = gpu::DeviceCount();
+  if (device < 0 || device >= n) {
+    return UnavailableError("GPU " + std::to_string(device) + " does not exist (" +
+                            std::to_string(n) + " visible)");
+  }
+  auto b = std::make_unique<GpuBackend>(device, rank, world_size);
+  QR_RETURN_IF_ERROR(b->Init());
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace qr

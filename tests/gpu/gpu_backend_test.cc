@@ -1,0 +1,237 @@
+// The GPU backend through the real stack: one process per GPU (fork+exec of
+// this binary), a private broker, the C++ communicator API. Checks bits
+// against the host reference for every codec and dtype, graph capture and
+// replay with new inputs, and that SIGKILL of one rank mid-stream drains the
+// survivor's stream within 1 s with kPeerFailed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "comm/communicator.h"
+#include "comm/config.h"
+#include "kernels/platform/gpu_api.h"
+#include "kernels/two_shot_reference.h"
+#include "tests/e2e/cases.h"
+#include "tests/e2e/harness.h"
+#include "tests/e2e/process.h"
+#include "tools/qr_demo_lib.h"
+
+namespace qr::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+JoinOptions GpuOptions(const WorkerArgs& a) {
+  JoinOptions o;
+  o.group = a.group();
+  o.rank = a.rank();
+  o.world_size = a.world_size();
+  o.device = a.rank();
+  o.timeout_ms = 60000;
+  return o;
+}
+
+#define WORKER_CHECK(cond, code, ...)            \
+  do {                                           \
+    if (!(cond)) {                               \
+      std::fprintf(stderr, __VA_ARGS__);         \
+      std::fprintf(stderr, "\n");                \
+      return code;                               \
+    }                                            \
+  } while (0)
+
+// Device buffers for one rank.
+struct DeviceIo {
+  void* in = nullptr;
+  void* out = nullptr;
+  ~DeviceIo() {
+    gpu::Free(in);
+    gpu::Free(out);
+  }
+};
+
+// One all-reduce of FillInput data through the communicator on `stream`;
+// 0 when the output equals the reference bit for bit.
+int RunOne(Communicator& comm, const WorkerArgs& a, Codec codec, DType dtype, bool cast,
+           int64_t count, uint64_t seed, void* stream, DeviceIo& io) {
+  std::vector<uint16_t> in(count), out(count);
+  demo::FillInput(dtype, a.rank(), seed, count, in.data());
+  WORKER_CHECK(gpu::Memcpy(io.in, in.data(), count * 2).ok(), 20, "copy in");
+  Status s = comm.AllReduce(io.in, io.out, count, dtype, static_cast<Regime>(codec), cast, stream);
+  WORKER_CHECK(s.ok(), 21, "rank %d: all-reduce: %s", a.rank(), s.ToString().c_str());
+  WORKER_CHECK(gpu::StreamSynchronize(stream).ok(), 22, "sync");
+  WORKER_CHECK(comm.Check().ok(), 23, "rank %d: check after the call", a.rank());
+  WORKER_CHECK(gpu::Memcpy(out.data(), io.out, count * 2).ok(), 24, "copy out");
+  kernels::TwoShotParams p;
+  p.world_size = a.world_size();
+  p.codec = codec;
+  p.dtype = dtype;
+  p.cast_bf16_to_fp16 = cast;
+  p.num_elems = count;
+  const demo::Verdict v = demo::Verify(p, seed, out.data());
+  WORKER_CHECK(v.bit_identical, 25, "rank %d: %s %s%s count %lld: %s", a.rank(), CodecName(codec),
+               DTypeName(dtype), cast ? " (cast)" : "", static_cast<long long>(count),
+               v.Describe().c_str());
+  return 0;
+}
+
+int SweepWorker(const WorkerArgs& a) {
+  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  auto comm = Communicator::Join(GpuOptions(a));
+  WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
+  auto stream = gpu::StreamCreate();
+  WORKER_CHECK(stream.ok(), 4, "stream");
+  const int64_t max_count = 8 << 20;
+  DeviceIo io;
+  auto in = gpu::Malloc(max_count * 2);
+  auto out = gpu::Malloc(max_count * 2);
+  WORKER_CHECK(in.ok() && out.ok(), 5, "malloc");
+  io.in = *in;
+  io.out = *out;
+  uint64_t seed = 100;
+  for (Codec codec : kAllCodecs) {
+    for (int d = 0; d < 3; ++d) {
+      const DType dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
+      const bool cast = d == 2;
+      for (int64_t count : {int64_t{8}, int64_t{3 * 16384 + 8}, int64_t{(1 << 20) + 8}, max_count}) {
+        const int rc = RunOne(**comm, a, codec, dtype, cast, count, seed++, *stream, io);
+        if (rc != 0) return rc;
+      }
+    }
+  }
+
+  // Graph capture: two all-reduces in one graph, replayed with new inputs.
+  const int64_t n1 = 3 * 16384 + 8, n2 = 40000;
+  DeviceIo io2;
+  io2.in = *gpu::Malloc(n2 * 2);
+  io2.out = *gpu::Malloc(n2 * 2);
+  WORKER_CHECK(gpu::BeginCapture(*stream).ok(), 30, "capture");
+  Status s = (*comm)->AllReduce(io.in, io.out, n1, DType::kFloat16, Regime::kInt4, false, *stream);
+  if (s.ok()) s = (*comm)->AllReduce(io2.in, io2.out, n2, DType::kBFloat16, Regime::kFp, false, *stream);
+  auto graph = gpu::EndCapture(*stream);
+  WORKER_CHECK(s.ok(), 31, "rank %d: captured all-reduce: %s", a.rank(), s.ToString().c_str());
+  WORKER_CHECK(graph.ok(), 32, "rank %d: end capture: %s", a.rank(), graph.status().ToString().c_str());
+  for (int rep = 0; rep < 100; ++rep) {
+    const uint64_t seed1 = 5000 + rep, seed2 = 9000 + rep;
+    std::vector<uint16_t> in1(n1), in2(n2), out1(n1), out2(n2);
+    demo::FillInput(DType::kFloat16, a.rank(), seed1, n1, in1.data());
+    demo::FillInput(DType::kBFloat16, a.rank(), seed2, n2, in2.data());
+    WORKER_CHECK(gpu::Memcpy(io.in, in1.data(), n1 * 2).ok(), 33, "copy");
+    WORKER_CHECK(gpu::Memcpy(io2.in, in2.data(), n2 * 2).ok(), 33, "copy");
+    WORKER_CHECK(gpu::GraphLaunch(*graph, *stream).ok(), 34, "replay");
+    WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 35, "sync");
+    WORKER_CHECK(gpu::Memcpy(out1.data(), io.out, n1 * 2).ok(), 33, "copy");
+    WORKER_CHECK(gpu::Memcpy(out2.data(), io2.out, n2 * 2).ok(), 33, "copy");
+    kernels::TwoShotParams p1{a.world_size(), Codec::kInt4, DType::kFloat16, false, n1};
+    kernels::TwoShotParams p2{a.world_size(), Codec::kFp, DType::kBFloat16, false, n2};
+    WORKER_CHECK(demo::Verify(p1, seed1, out1.data()).bit_identical, 36, "replay %d op 1", rep);
+    WORKER_CHECK(demo::Verify(p2, seed2, out2.data()).bit_identical, 37, "replay %d op 2", rep);
+  }
+  gpu::GraphDestroy(*graph);
+  WORKER_CHECK((*comm)->Check().ok(), 38, "check");
+  gpu::StreamDestroy(*stream);
+  return (*comm)->Leave().ok() ? 0 : 39;
+}
+
+std::string PathOf(const WorkerArgs& a, const std::string& what, int rank) {
+  return a.dir() + "/" + a.group() + "-" + what + "-r" + std::to_string(rank);
+}
+
+// Streams all-reduces until the group fails; records when the failure was
+// seen (stream drained, kPeerFailed reported).
+int StreamWorker(const WorkerArgs& a) {
+  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  auto comm = Communicator::Join(GpuOptions(a));
+  WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
+  auto stream = gpu::StreamCreate();
+  WORKER_CHECK(stream.ok(), 4, "stream");
+  const int64_t count = 4 << 20;
+  DeviceIo io;
+  io.in = *gpu::Malloc(count * 2);
+  io.out = *gpu::Malloc(count * 2);
+  std::vector<uint16_t> in(count);
+  demo::FillInput(DType::kFloat16, a.rank(), 7, count, in.data());
+  WORKER_CHECK(gpu::Memcpy(io.in, in.data(), count * 2).ok(), 5, "copy");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  Status s;
+  for (int i = 0; std::chrono::steady_clock::now() < give_up; ++i) {
+    s = (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kInt8, false, *stream);
+    if (!s.ok()) break;
+    if (i % 8 == 7) {
+      WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 6, "sync");
+      s = (*comm)->Check();
+      if (!s.ok()) break;
+    }
+    if (i == 40 && !WriteFile(PathOf(a, "progress", a.rank()), "40\n")) return 7;
+  }
+  // Whatever was still enqueued drains too.
+  WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 8, "final sync");
+  const int64_t failed_at = MonotonicNanos();
+  WORKER_CHECK(WriteFile(PathOf(a, "fail", a.rank()), std::to_string(static_cast<int>(s.code())) +
+                                                          " " + std::to_string(failed_at) + "\n"),
+               9, "write");
+  WORKER_CHECK(s.code() == StatusCode::kPeerFailed, 10, "rank %d: stream ended with %s", a.rank(),
+               s.ToString().c_str());
+  WORKER_CHECK((*comm)->Check().code() == StatusCode::kPeerFailed, 11, "not sticky");
+  WORKER_CHECK((*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kFp, false,
+                                  *stream)
+                       .code() == StatusCode::kPeerFailed,
+               12, "later call not refused");
+  gpu::StreamDestroy(*stream);
+  (*comm)->Leave().IgnoreError();
+  return 0;
+}
+
+class GpuBackendTest : public E2eTest {
+ protected:
+  void SetUp() override {
+    const int n = gpu::DeviceCount();
+    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
+    E2eTest::SetUp();
+  }
+};
+
+TEST_F(GpuBackendTest, EveryCodecAndDtypeEqualsReferenceAndGraphReplays) {
+  RunWorkers("sweep", 2, {}, std::chrono::seconds(300));
+}
+
+TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
+  const std::string group = UniqueGroup("gpukill");
+  std::vector<pid_t> pids = SpawnWorkers("stream", group, 2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = dir_ + "/" + group + "-progress-r" + std::to_string(r);
+    while (::access(p.c_str(), F_OK) != 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "rank " << r << " never streamed";
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+  const int64_t killed_at = MonotonicNanos();
+  ASSERT_EQ(::kill(pids[1], SIGKILL), 0);
+  ASSERT_EQ(*WaitExit(pids[1], std::chrono::seconds(10)), 128 + SIGKILL);
+  ASSERT_EQ(*WaitExit(pids[0], std::chrono::seconds(60)), 0);
+  int code = -1;
+  long long at = 0;
+  const std::string text = ReadFile(dir_ + "/" + group + "-fail-r0");
+  ASSERT_EQ(std::sscanf(text.c_str(), "%d %lld", &code, &at), 2);
+  EXPECT_EQ(code, static_cast<int>(StatusCode::kPeerFailed));
+  const double seconds = static_cast<double>(at - killed_at) / 1e9;
+  std::printf("survivor's stream drained with PEER_FAILED %.3f s after the kill\n", seconds);
+  EXPECT_LT(seconds, 1.0);
+}
+
+}  // namespace
+}  // namespace qr::testing
+
+int main(int argc, char** argv) {
+  return qr::testing::E2eMain(argc, argv,
+                              {{"sweep", &qr::testing::SweepWorker},
+                               {"stream", &qr::testing::StreamWorker}});
+}
