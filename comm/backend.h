@@ -34,13 +34,13 @@ namespace qr {
 // the configured maximum, codec legal for the world size); `codec` is the
 // effective one (policy already fell back to FP below the codec threshold).
 struct AllReduceCall {
-  const void* in = nullptr;   // count elements of dtype; may equal out
-  void* out = nullptr;        // count elements of dtype
-  size_t count = 0;           // elements, > 0
+  const void* in = nullptr;  // count elements of dtype; may equal out
+  void* out = nullptr;       // count elements of dtype
+  size_t count = 0;          // elements, > 0
   DType dtype = DType::kFloat16;
   Codec codec = Codec::kFp;
   bool cast_bf16_to_fp16 = false;  // bf16 reduced through fp16 (saturating)
-  void* stream = nullptr;     // GPU: the caller's stream; host: ignored
+  void* stream = nullptr;          // GPU: the caller's stream; host: ignored
 };
 
 class Backend {

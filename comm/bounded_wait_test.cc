@@ -1,10 +1,10 @@
 #include "comm/bounded_wait.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "tests/util/status_matchers.h"
 

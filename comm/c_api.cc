@@ -29,8 +29,12 @@ qr_status Record(const qr::Status& s) {
 
 bool ToDType(qr_dtype d, qr::DType* out) {
   switch (d) {
-    case QR_FLOAT16: *out = qr::DType::kFloat16; return true;
-    case QR_BFLOAT16: *out = qr::DType::kBFloat16; return true;
+    case QR_FLOAT16:
+      *out = qr::DType::kFloat16;
+      return true;
+    case QR_BFLOAT16:
+      *out = qr::DType::kBFloat16;
+      return true;
   }
   return false;
 }
@@ -92,8 +96,8 @@ qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count, 
   if (!ToDType(dtype, &d)) return Record(BadDType(dtype));
   const int r = static_cast<int>(regime);
   if (r < QR_REGIME_FP || r > QR_REGIME_NONE) {
-    return Record(qr::InvalidArgumentError("regime " + std::to_string(r) +
-                                           " is not a qr_regime (0..5)"));
+    return Record(
+        qr::InvalidArgumentError("regime " + std::to_string(r) + " is not a qr_regime (0..5)"));
   }
   return Record(c->impl->AllReduce(in, out, count, d, static_cast<qr::Regime>(r),
                                    cast_bf16_to_fp16 != 0, stream));
@@ -115,14 +119,22 @@ const char* qr_last_error(void) { return last_error.c_str(); }
 
 const char* qr_status_name(qr_status s) {
   switch (s) {
-    case QR_OK: return "QR_OK";
-    case QR_INVALID_ARGUMENT: return "QR_INVALID_ARGUMENT";
-    case QR_UNAVAILABLE: return "QR_UNAVAILABLE";
-    case QR_TIMEOUT: return "QR_TIMEOUT";
-    case QR_PEER_FAILED: return "QR_PEER_FAILED";
-    case QR_UNSUPPORTED: return "QR_UNSUPPORTED";
-    case QR_ALREADY_EXISTS: return "QR_ALREADY_EXISTS";
-    case QR_INTERNAL: return "QR_INTERNAL";
+    case QR_OK:
+      return "QR_OK";
+    case QR_INVALID_ARGUMENT:
+      return "QR_INVALID_ARGUMENT";
+    case QR_UNAVAILABLE:
+      return "QR_UNAVAILABLE";
+    case QR_TIMEOUT:
+      return "QR_TIMEOUT";
+    case QR_PEER_FAILED:
+      return "QR_PEER_FAILED";
+    case QR_UNSUPPORTED:
+      return "QR_UNSUPPORTED";
+    case QR_ALREADY_EXISTS:
+      return "QR_ALREADY_EXISTS";
+    case QR_INTERNAL:
+      return "QR_INTERNAL";
   }
   return "QR_UNKNOWN";
 }

@@ -31,9 +31,9 @@ struct JoinOptions {
   std::string broker_socket;  // empty: $QR_BROKER_SOCKET or the default
   std::string group;          // [A-Za-z0-9._-]{1,63}
   int rank = -1;
-  int world_size = 0;         // 2, 4 or 8
-  int device = kDeviceHost;   // GPU ordinal, or kDeviceHost
-  int timeout_ms = 0;         // join timeout; <= 0: $QR_JOIN_TIMEOUT_MS or 60000
+  int world_size = 0;        // 2, 4 or 8
+  int device = kDeviceHost;  // GPU ordinal, or kDeviceHost
+  int timeout_ms = 0;        // join timeout; <= 0: $QR_JOIN_TIMEOUT_MS or 60000
 };
 
 class Communicator {

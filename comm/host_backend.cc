@@ -240,13 +240,12 @@ class HostBackend final : public Backend {
     };
     auto aborted = [&] { return __atomic_load_n(abort_word, __ATOMIC_ACQUIRE) != 0; };
     Status s = BoundedWait(ready, aborted, deadline,
-                           phase == kConnectedSet
-                               ? std::string("peers to map this rank's buffer")
-                               : "phase " + std::to_string(phase + 1) + " data of round " +
-                                     std::to_string(colour));
+                           phase == kConnectedSet ? std::string("peers to map this rank's buffer")
+                                                  : "phase " + std::to_string(phase + 1) +
+                                                        " data of round " + std::to_string(colour));
     if (s.code() == StatusCode::kTimeout) {
-      const std::string why = "rank " + std::to_string(rank_) + " " + s.message() +
-                              " from rank " + std::to_string(next) + " after " +
+      const std::string why = "rank " + std::to_string(rank_) + " " + s.message() + " from rank " +
+                              std::to_string(next) + " after " +
                               std::to_string(options_.op_timeout_ms) + " ms (QR_OP_TIMEOUT_MS)";
       group_->RaiseAbort(why).IgnoreError();
       return TimeoutError(why);
@@ -295,8 +294,7 @@ StatusOr<HostBackendOptions> HostBackendOptionsFromEnv() {
 StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
                                                      const HostBackendOptions& options) {
   if (world_size != 2 && world_size != 4 && world_size != 8) {
-    return InvalidArgumentError("world size " + std::to_string(world_size) +
-                                " is not 2, 4 or 8");
+    return InvalidArgumentError("world size " + std::to_string(world_size) + " is not 2, 4 or 8");
   }
   if (rank < 0 || rank >= world_size) {
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +

@@ -1,6 +1,7 @@
 #include "comm/shm_mapping.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "common/status_macros.h"
 #include "common/syscall.h"

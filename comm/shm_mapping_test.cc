@@ -1,14 +1,13 @@
 #include "comm/shm_mapping.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/util/status_matchers.h"
 
@@ -21,9 +20,7 @@ std::string UniqueName(const char* tag) {
   return "/quickreduce-test-" + std::to_string(::getpid()) + "-" + tag;
 }
 
-bool Exists(const std::string& name) {
-  return ::access(("/dev/shm" + name).c_str(), F_OK) == 0;
-}
+bool Exists(const std::string& name) { return ::access(("/dev/shm" + name).c_str(), F_OK) == 0; }
 
 TEST(ShmMappingTest, PeerSeesCreatorWritesAndOnlyCreatorUnlinks) {
   const std::string name = UniqueName("share");

@@ -25,8 +25,8 @@
 
 #include "comm/quickreduce.h"
 #include "common/env.h"
-#include "common/status_macros.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "ipc/names.h"
 #include "kernels/platform/gpu_api.h"
@@ -43,7 +43,7 @@ struct Flags {
   std::string device = "auto";  // auto | host | gpu
   std::vector<uint64_t> sizes = {16, 48 * 1024 + 16, 1 << 20, 4 << 20};
   std::string group;
-  int worker_rank = -1;         // internal: >= 0 in a worker process
+  int worker_rank = -1;  // internal: >= 0 in a worker process
 };
 
 void Usage(FILE* f) {
@@ -77,8 +77,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (a == "--world-size") {
       f->world_size = static_cast<int>(std::strtol(value.c_str(), &end, 10));
       if (*end != '\0' || (f->world_size != 2 && f->world_size != 4 && f->world_size != 8)) {
-        std::fprintf(stderr, "qr-demo: --world-size must be 2, 4 or 8, not '%s'\n",
-                     value.c_str());
+        std::fprintf(stderr, "qr-demo: --world-size must be 2, 4 or 8, not '%s'\n", value.c_str());
         return false;
       }
     } else if (a == "--device") {
@@ -92,7 +91,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       size_t pos = 0;
       while (pos <= value.size()) {
         const size_t comma = value.find(',', pos);
-        const std::string item = value.substr(pos, comma == std::string::npos ? comma : comma - pos);
+        const std::string item =
+            value.substr(pos, comma == std::string::npos ? comma : comma - pos);
         const uint64_t bytes = std::strtoull(item.c_str(), &end, 10);
         if (item.empty() || *end != '\0' || bytes == 0 || bytes % 16 != 0) {
           std::fprintf(stderr, "qr-demo: size '%s' is not a positive multiple of 16 bytes\n",
@@ -152,8 +152,7 @@ void FindBrokerBinary(const std::string& self) {
 }
 
 int Launch(const Flags& f, const std::string& self) {
-  const std::string group =
-      f.group.empty() ? "qr-demo-" + std::to_string(::getpid()) : f.group;
+  const std::string group = f.group.empty() ? "qr-demo-" + std::to_string(::getpid()) : f.group;
   StatusOr<std::string> socket = ipc::ResolveSocketPath("");
   if (!socket.ok()) {
     std::fprintf(stderr, "qr-demo: %s\n", socket.status().ToString().c_str());
@@ -168,22 +167,24 @@ int Launch(const Flags& f, const std::string& self) {
   std::string why;
   if (device == "auto") {
     device = gpus >= f.world_size ? "gpu" : "host";
-    why = gpus >= f.world_size ? "" : " (" + std::to_string(gpus) + " GPUs, " +
-                                          std::to_string(f.world_size) + " needed)";
+    why = gpus >= f.world_size
+              ? ""
+              : " (" + std::to_string(gpus) + " GPUs, " + std::to_string(f.world_size) + " needed)";
   } else if (device == "gpu" && gpus < f.world_size) {
     std::fprintf(stderr, "qr-demo: --device gpu needs %d GPUs, found %d\n", f.world_size, gpus);
     return 2;
   }
-  std::printf("qr-demo: %d workers on the %s backend%s, group %s, broker %s (%s)\n",
-              f.world_size, device.c_str(), why.c_str(), group.c_str(), socket->c_str(),
+  std::printf("qr-demo: %d workers on the %s backend%s, group %s, broker %s (%s)\n", f.world_size,
+              device.c_str(), why.c_str(), group.c_str(), socket->c_str(),
               running ? "running" : "starting one");
   std::fflush(stdout);
 
   std::vector<pid_t> pids;
   for (int r = 0; r < f.world_size; ++r) {
-    std::vector<std::string> args = {self, "--world-size", std::to_string(f.world_size),
-                                      "--device", device, "--group", group,
-                                      "--worker-rank", std::to_string(r), "--sizes"};
+    std::vector<std::string> args = {self,       "--world-size",  std::to_string(f.world_size),
+                                     "--device", device,          "--group",
+                                     group,      "--worker-rank", std::to_string(r),
+                                     "--sizes"};
     std::string sizes;
     for (uint64_t s : f.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
     args.push_back(sizes);
@@ -322,13 +323,14 @@ int Work(const Flags& f) {
     std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
     return 2;
   }
-  StatusOr<bool> cast_env = EnvBool({"QR_CAST_BF16_TO_FP16",
-                                     "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"}, true);
+  StatusOr<bool> cast_env =
+      EnvBool({"QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"}, true);
   const bool cast = cast_env.ok() ? *cast_env : true;
   if (lead) {
-    std::printf("qr-demo: joined (%s backend%s); checking every output against the host\n"
-                "         reference (bit for bit) and the exact sum (proven codec bound)\n",
-                on_gpu ? "GPU" : "host", cast ? ", bf16 reduced through fp16" : "");
+    std::printf(
+        "qr-demo: joined (%s backend%s); checking every output against the host\n"
+        "         reference (bit for bit) and the exact sum (proven codec bound)\n",
+        on_gpu ? "GPU" : "host", cast ? ", bf16 reduced through fp16" : "");
     std::fflush(stdout);
   }
   auto fail = [&](const char* what, const std::string& why) {
@@ -350,8 +352,8 @@ int Work(const Flags& f) {
         const int64_t n = static_cast<int64_t>(bytes / 2);
         const uint64_t seed = 17 + static_cast<uint64_t>(done);
         ++done;
-        const std::string label = std::string(CodecName(codec)) + " " + DTypeName(dtype) + " " +
-                                  FormatBytes(bytes);
+        const std::string label =
+            std::string(CodecName(codec)) + " " + DTypeName(dtype) + " " + FormatBytes(bytes);
         if (lead) {
           std::fprintf(stderr, "%s[%2d/%2d] %-22s", tty ? "\r" : "", done, total, label.c_str());
           std::fprintf(stderr, tty ? "\033[K" : "\n");
@@ -363,8 +365,7 @@ int Work(const Flags& f) {
         const int use_cast = dtype == DType::kBFloat16 && cast;
         auto call = [&] {
           return qr_all_reduce_ex(comm, buffers.in(), buffers.out(), static_cast<size_t>(n),
-                                  static_cast<qr_dtype>(dtype), regime, use_cast,
-                                  buffers.stream());
+                                  static_cast<qr_dtype>(dtype), regime, use_cast, buffers.stream());
         };
         if (call() != QR_OK) return fail(label.c_str(), qr_last_error());
         if (Status s = buffers.Result(&out); !s.ok()) return fail(label.c_str(), s.ToString());
@@ -415,10 +416,11 @@ int Work(const Flags& f) {
                   r.dtype.c_str(), r.size.c_str(), r.max_error, r.ratio,
                   r.exact ? "bit-exact" : "DIFFERS", r.us_per_call, r.gbps);
     }
-    std::printf("\nerr/bound: largest |output - exact sum| / proven bound over all elements "
-                "(must be <= 1).\nus/call and GB/s (message bytes / time, eager calls): rank 0, "
-                "%s backend, %d processes, %ld CPU cores.\n",
-                on_gpu ? "GPU" : "host", f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
+    std::printf(
+        "\nerr/bound: largest |output - exact sum| / proven bound over all elements "
+        "(must be <= 1).\nus/call and GB/s (message bytes / time, eager calls): rank 0, "
+        "%s backend, %d processes, %ld CPU cores.\n",
+        on_gpu ? "GPU" : "host", f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;

@@ -22,7 +22,7 @@ void FillInput(DType dtype, int rank, uint64_t seed, int64_t n, uint16_t* out) {
   const uint64_t base = Mix(seed ^ (static_cast<uint64_t>(rank) << 56));
   for (int64_t block = 0; block * 32 < n; ++block) {
     const uint64_t hb = Mix(base + static_cast<uint64_t>(block));
-    const int exponent = static_cast<int>(hb % 13) - 6;     // 2^-6 .. 2^6
+    const int exponent = static_cast<int>(hb % 13) - 6;  // 2^-6 .. 2^6
     const bool zero_block = (hb >> 8) % 17 == 0;
     const float scale = std::ldexp(1.0f, exponent);
     const int64_t end = std::min<int64_t>(n, block * 32 + 32);

@@ -22,9 +22,9 @@ namespace qr::demo {
 void FillInput(DType dtype, int rank, uint64_t seed, int64_t n, uint16_t* out);
 
 struct Verdict {
-  bool bit_identical = false;    // equals ReferenceAllReduce's output
-  int64_t first_mismatch = -1;   // first differing element, if not
-  kernels::BoundCheck bound;     // vs the exact sum, with the codec's bound
+  bool bit_identical = false;   // equals ReferenceAllReduce's output
+  int64_t first_mismatch = -1;  // first differing element, if not
+  kernels::BoundCheck bound;    // vs the exact sum, with the codec's bound
   bool ok() const { return bit_identical && bound.violations == 0; }
   std::string Describe() const;  // one line for failures
 };

@@ -4,13 +4,13 @@
 // ReferenceAllReduce bit for bit (rank 0 recomputes it), stay within the
 // codec's proven bound of the exact sum, and be identical on every rank
 // (ranks write fingerprints that the driver compares).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "comm/communicator.h"
 #include "tests/e2e/cases.h"
@@ -77,8 +77,8 @@ int MismatchWorker(const WorkerArgs& a) {
   auto comm = Communicator::Join(OptionsOf(a));
   if (!comm.ok()) return 2;
   std::vector<uint16_t> in(4096 * (a.rank() + 1), 0), out(in.size());
-  Status s = (*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp,
-                                false);
+  Status s =
+      (*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false);
   if (s.code() != StatusCode::kPeerFailed) {
     std::fprintf(stderr, "rank %d: want PEER_FAILED, got %s\n", a.rank(), s.ToString().c_str());
     return 1;
@@ -130,9 +130,7 @@ TEST_F(AllReduceTest, WorldSize4EveryCodecAndDtype) {
   RunSweep(4, Sweep(4, {8, 16392, 200008, 1 << 20}));
 }
 
-TEST_F(AllReduceTest, WorldSize8EveryCodecAndDtype) {
-  RunSweep(8, Sweep(8, {8, 16392, 131080}));
-}
+TEST_F(AllReduceTest, WorldSize8EveryCodecAndDtype) { RunSweep(8, Sweep(8, {8, 16392, 131080})); }
 
 TEST_F(AllReduceTest, WorldSize2SixtyFourMiB) {
   const int64_t n = 32 << 20;  // 64 MiB of 16-bit values
@@ -166,7 +164,7 @@ TEST_F(AllReduceTest, MismatchedSizesFailEveryRank) { RunWorkers("mismatch", 2);
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  return qr::testing::E2eMain(argc, argv,
-                              {{"sweep", &qr::testing::SweepWorker},
-                               {"mismatch", &qr::testing::MismatchWorker}});
+  return qr::testing::E2eMain(
+      argc, argv,
+      {{"sweep", &qr::testing::SweepWorker}, {"mismatch", &qr::testing::MismatchWorker}});
 }

@@ -8,8 +8,8 @@
 namespace qr::testing {
 
 std::string CaseName(const Case& c) {
-  return std::string(CodecName(c.codec)) + "." + DTypeName(c.dtype) + "." +
-         (c.cast ? "c" : "-") + "." + (c.in_place ? "i" : "-") + "." + std::to_string(c.count);
+  return std::string(CodecName(c.codec)) + "." + DTypeName(c.dtype) + "." + (c.cast ? "c" : "-") +
+         "." + (c.in_place ? "i" : "-") + "." + std::to_string(c.count);
 }
 
 std::string FormatCases(const std::vector<Case>& cases) {
@@ -83,8 +83,8 @@ Status RunCase(Communicator& comm, const Case& c, std::vector<uint16_t>* output)
     return s;
   }
   output->assign(in.size(), 0xFFFF);
-  return comm.AllReduce(in.data(), output->data(), in.size(), c.dtype,
-                        static_cast<Regime>(c.codec), c.cast);
+  return comm.AllReduce(in.data(), output->data(), in.size(), c.dtype, static_cast<Regime>(c.codec),
+                        c.cast);
 }
 
 }  // namespace qr::testing

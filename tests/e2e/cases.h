@@ -17,9 +17,9 @@ namespace qr::testing {
 struct Case {
   Codec codec = Codec::kFp;
   DType dtype = DType::kFloat16;
-  bool cast = false;      // cast_bf16_to_fp16 (bf16 only)
+  bool cast = false;  // cast_bf16_to_fp16 (bf16 only)
   bool in_place = false;
-  int64_t count = 0;      // elements per rank
+  int64_t count = 0;  // elements per rank
   uint64_t seed = 1;
 };
 

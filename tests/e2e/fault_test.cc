@@ -3,6 +3,7 @@
 // 1 s (measured against the kill on the shared monotonic clock); survivors
 // then leave, and all ranks (a fresh process for the dead one) re-join the
 // same group name as a new generation that all-reduces correctly.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "comm/communicator.h"
 #include "tests/e2e/cases.h"
@@ -83,8 +82,7 @@ int StreamWorker(const WorkerArgs& a) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   Status s;
   for (int i = 0; std::chrono::steady_clock::now() < give_up; ++i) {
-    s = (*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kInt8,
-                           false);
+    s = (*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kInt8, false);
     if (!s.ok()) break;
     if (i == 20 && !WriteFile(PathOf(a, "progress", a.rank()), "20\n")) return 3;
   }
@@ -100,7 +98,8 @@ int StreamWorker(const WorkerArgs& a) {
   // Sticky, and the policy declines on a failed group.
   if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 5;
   if ((*comm)->ShouldAllReduce(16 << 20, DType::kFloat16)) return 6;
-  if ((*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
+  if ((*comm)
+          ->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
           .code() != StatusCode::kPeerFailed) {
     return 7;
   }
@@ -146,23 +145,16 @@ class FaultTest : public E2eTest {
   }
 };
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs2) {
-  KillOneMidStream(2, 1);
-}
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs2) { KillOneMidStream(2, 1); }
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs4) {
-  KillOneMidStream(4, 0);
-}
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs4) { KillOneMidStream(4, 0); }
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs8) {
-  KillOneMidStream(8, 5);
-}
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs8) { KillOneMidStream(8, 5); }
 
 }  // namespace
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  return qr::testing::E2eMain(argc, argv,
-                              {{"stream", &qr::testing::StreamWorker},
-                               {"rejoin", &qr::testing::RejoinWorker}});
+  return qr::testing::E2eMain(
+      argc, argv, {{"stream", &qr::testing::StreamWorker}, {"rejoin", &qr::testing::RejoinWorker}});
 }

@@ -11,6 +11,7 @@
 #ifndef QR_TESTS_E2E_HARNESS_H_
 #define QR_TESTS_E2E_HARNESS_H_
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -19,8 +20,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "comm/communicator.h"
 #include "tests/e2e/process.h"
@@ -66,8 +65,8 @@ class E2eTest : public ::testing::Test {
                                   int world_size,
                                   const std::map<std::string, std::string>& extra = {},
                                   const std::vector<std::string>& env = {});
-  pid_t SpawnWorker(const std::string& worker, const std::string& group, int rank,
-                    int world_size, const std::map<std::string, std::string>& extra = {},
+  pid_t SpawnWorker(const std::string& worker, const std::string& group, int rank, int world_size,
+                    const std::map<std::string, std::string>& extra = {},
                     const std::vector<std::string>& env = {});
   // Spawn + wait; expects every exit code to be 0.
   void RunWorkers(const std::string& worker, int world_size,
@@ -75,7 +74,7 @@ class E2eTest : public ::testing::Test {
                   std::chrono::milliseconds timeout = std::chrono::seconds(240));
 
   BrokerProcess broker_;
-  std::string dir_;     // scratch dir for this test
+  std::string dir_;  // scratch dir for this test
   std::string socket_;
   std::string token_;  // random, per test: names never collide across tests
 };

@@ -2,6 +2,9 @@
 // real broker, exchange their shm buffers and run many all-reduces in a row
 // (flag colours reused across calls and rounds) with results bit-identical
 // to ReferenceAllReduce; a group abort stops a waiting rank within a second.
+#include "comm/host_backend.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,9 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "comm/host_backend.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "tests/e2e/process.h"
@@ -142,8 +142,8 @@ class HostBackendTest : public ::testing::Test {
     const std::string group = std::string(worker) + "-" + token_;
     std::vector<pid_t> pids;
     for (int r = 0; r < ws; ++r) {
-      auto pid = Spawn({SelfExe(), "--worker", worker, group, std::to_string(r),
-                        std::to_string(ws), broker_binary});
+      auto pid = Spawn({SelfExe(), "--worker", worker, group, std::to_string(r), std::to_string(ws),
+                        broker_binary});
       ASSERT_TRUE(pid.ok()) << pid.status();
       pids.push_back(*pid);
     }

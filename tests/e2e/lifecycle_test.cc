@@ -4,6 +4,8 @@
 // usable. Ranks are threads here (the host backend allows that: its device id
 // is exempt from the same-device check).
 #include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,14 +19,11 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "comm/communicator.h"
+#include "nlohmann/json.hpp"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
 #include "tests/util/status_matchers.h"
-#include "nlohmann/json.hpp"
 #include "tools/qr_demo_lib.h"
 #include "tools/qrctl_lib.h"
 
@@ -135,8 +134,8 @@ TEST_F(LifecycleTest, TenThousandJoinLeaveCyclesLeakNothing) {
   ASSERT_EQ(failures, 0);
   const int fds_after = CountOpenFds();
   const int64_t rss_after = ResidentKiB();
-  std::printf("%d cycles: fds %d -> %d, VmRSS %lld -> %lld KiB\n", kCycles, fds_before,
-              fds_after, static_cast<long long>(rss_before), static_cast<long long>(rss_after));
+  std::printf("%d cycles: fds %d -> %d, VmRSS %lld -> %lld KiB\n", kCycles, fds_before, fds_after,
+              static_cast<long long>(rss_before), static_cast<long long>(rss_after));
   EXPECT_EQ(fds_after, fds_before);
   EXPECT_LT(rss_after - rss_before, 8 * 1024) << "VmRSS grew by more than 8 MiB";
   EXPECT_THAT(ShmObjectsContaining(group), ::testing::IsEmpty());
@@ -172,7 +171,8 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
   });
   ASSERT_EQ(failures, 0);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const demo::Verdict v = demo::Verify(ParamsOf(cases[i], 4), cases[i].seed, outputs[0][i].data());
+    const demo::Verdict v =
+        demo::Verify(ParamsOf(cases[i], 4), cases[i].seed, outputs[0][i].data());
     EXPECT_TRUE(v.ok()) << CaseName(cases[i]) << ": " << v.Describe();
     for (int t = 1; t < 8; ++t) {
       EXPECT_EQ(outputs[t][i], outputs[0][i]) << "thread " << t << " " << CaseName(cases[i]);
@@ -215,8 +215,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
                 StatusIs(StatusCode::kUnsupported, HasSubstr("INT3 needs world size 2")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kNone, false),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("NONE")));
-    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, static_cast<DType>(3), Regime::kFp,
-                            false),
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, static_cast<DType>(3), Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("dtype")));
     // The configured regime is NONE (QR_QUANTIZATION unset).
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
@@ -257,8 +256,8 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     ASSERT_TRUE(c.ok()) << c.status();
     std::vector<uint16_t> buf(4096);
     for (int i = 0; i < 3; ++i) {
-      EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16,
-                                Regime::kInt8, false));
+      EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16, Regime::kInt8,
+                                false));
     }
     EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), 64, DType::kBFloat16, Regime::kFp, true));
     barrier.Wait();
@@ -272,7 +271,8 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     barrier.Wait();
     EXPECT_OK((*c)->Leave());
   });
-  const nlohmann::json doc = nlohmann::json::parse(status_json, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc =
+      nlohmann::json::parse(status_json, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(doc.is_discarded()) << status_json;
   bool found = false;
   for (const auto& g : doc["groups"]) {

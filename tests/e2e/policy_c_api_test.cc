@@ -4,6 +4,8 @@
 // qr_all_reduce running FP below QR_QUANTIZATION_MIN_SIZE_KB and the regime's
 // codec above it (checked bit for bit against the reference of each codec);
 // configuration errors at join; qr_last_error per thread.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -11,9 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "comm/quickreduce.h"
 #include "tests/e2e/harness.h"

@@ -148,8 +148,7 @@ bool Connects(const std::string& path) {
 
 }  // namespace
 
-StatusOr<BrokerProcess> BrokerProcess::Start(const std::string& binary,
-                                             const std::string& socket,
+StatusOr<BrokerProcess> BrokerProcess::Start(const std::string& binary, const std::string& socket,
                                              const std::vector<std::string>& env) {
   BrokerProcess b;
   b.socket_ = socket;
