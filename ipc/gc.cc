@@ -50,9 +50,10 @@ const std::string* OwnerOf(const std::string& obj, const std::vector<std::string
 
 }  // namespace
 
-std::vector<std::string> ListUserObjects(uint32_t uid) {
+// Names ("/...") of shm objects starting with prefix ("/..."), sorted.
+static std::vector<std::string> ListWithPrefix(const std::string& slash_prefix) {
   std::vector<std::string> out;
-  std::string prefix = UserPrefix(uid).substr(1);
+  std::string prefix = slash_prefix.substr(1);
   DIR* dir = ::opendir(kShmDir);
   if (dir == nullptr) return out;
   while (dirent* e = ::readdir(dir)) {
@@ -63,6 +64,8 @@ std::vector<std::string> ListUserObjects(uint32_t uid) {
   return out;
 }
 
+std::vector<std::string> ListUserObjects(uint32_t uid) { return ListWithPrefix(UserPrefix(uid)); }
+
 SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep) {
   SweepResult result;
   std::vector<std::string> objects = ListUserObjects(uid);
@@ -71,7 +74,7 @@ SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& 
     auto seg = GroupSegment::Open(name);
     if (seg.ok()) {
       segments.push_back(name);
-      if (keep.count(name) != 0 || !(*seg)->LiveOwners().empty()) {
+      if (keep.count(name) != 0 || (*seg)->InUse()) {
         result.live_segments.push_back(name);
       } else {
         stale_segments.push_back(name);
@@ -110,9 +113,8 @@ Status RemoveGroupObjects(std::string_view segment_name) {
   std::string errors;
   Status s = GroupSegment::Remove(seg);
   if (!s.ok()) errors += s.message();
-  // Which objects are segments decides ownership; only this uid's names.
-  uint32_t uid = ::getuid();
-  std::vector<std::string> objects = ListUserObjects(uid);
+  // Which objects are segments decides ownership.
+  std::vector<std::string> objects = ListWithPrefix(seg + "-");
   std::vector<std::string> segments = {seg};
   for (const std::string& name : objects) {
     if (StartsWith(name, seg + "-") && GroupSegment::Open(name).ok()) segments.push_back(name);

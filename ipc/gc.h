@@ -1,7 +1,7 @@
 // Garbage collection of quickreduce's shared-memory objects and sockets.
 //
 // Objects of a uid live in /dev/shm as `quickreduce-<uid>-*`. A group segment
-// is stale when none of its owners (GroupSegment::LiveOwners) is alive; a
+// is stale when no broker or member holds its lock (GroupSegment::InUse); a
 // stale segment is removed with its data objects, `<segment name>-*`. A data
 // object belongs to the longest existing segment name that prefixes it (so
 // group "a" generation 1 never claims the objects of a group named "a-1-x").

@@ -101,6 +101,13 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
     return seg.status().WithContext("joining group " + p.group);
   }
   m->segment_ = std::move(*seg);
+  // The slot lock is this member's liveness signal for the broker and gc.
+  Status locked = m->segment_->LockSlot(p.rank);
+  if (!locked.ok()) {
+    Status s = m->Leave();
+    (void)s;
+    return locked.WithContext("joining group " + p.group);
+  }
   SegmentHeader* h = m->segment_->header();
   if (static_cast<int>(h->world_size) != p.world_size || h->generation != ok->generation) {
     // Leave() tells the broker so the rank is not held.
@@ -153,9 +160,12 @@ Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline
       Status s = FromError(*e);
       if (s.code() == StatusCode::kPeerFailed) failure_ = s;
       if (s.code() == StatusCode::kTimeout) {
-        // The broker freed our rank with its answer; the slot says so too.
+        // The broker freed our rank with its answer; the slot says so too,
+        // and dropping the mapping releases the slot lock for a successor.
         StoreRelease(&segment_->slot(rank_)->left, 1u);
         left_ = true;
+        segment_.reset();
+        conn_.reset();
       }
       return s;
     }

@@ -1,5 +1,7 @@
 #include "ipc/segment.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,10 +58,68 @@ std::string ReadField(const char* src, size_t src_bytes) {
 }
 
 GroupSegment::GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base,
-                           int world_size)
-    : name_(std::move(name)), mapping_(std::move(mapping)), base_(base), world_size_(world_size) {}
+                           int world_size, int fd)
+    : name_(std::move(name)),
+      fd_(fd),
+      mapping_(std::move(mapping)),
+      base_(base),
+      world_size_(world_size) {}
 
-GroupSegment::~GroupSegment() = default;
+GroupSegment::~GroupSegment() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// A second descriptor of the object, for the record locks (Boost keeps its
+// own private).
+StatusOr<int> OpenForLocks(const std::string& name) {
+  return SysCall("shm_open " + name,
+                 [&] { return ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0); });
+}
+
+}  // namespace
+
+Status GroupSegment::Lock(off_t offset, const char* what) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = offset;
+  fl.l_len = 1;
+  if (RetryOnEintr([&] { return ::fcntl(fd_, F_OFD_SETLK, &fl); }) == 0) return OkStatus();
+  if (errno == EAGAIN || errno == EACCES) {
+    return AlreadyExistsError(std::string(what) + " of " + name_ + " is held by a live process");
+  }
+  return ErrnoToStatus(errno, "locking " + name_);
+}
+
+bool GroupSegment::Held(off_t offset) const {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = offset;
+  fl.l_len = 1;
+  if (RetryOnEintr([&] { return ::fcntl(fd_, F_OFD_GETLK, &fl); }) != 0) return true;
+  return fl.l_type != F_UNLCK;
+}
+
+Status GroupSegment::LockSlot(int rank) {
+  return Lock(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes),
+              "the slot lock");
+}
+Status GroupSegment::LockBroker() { return Lock(0, "the broker lock"); }
+bool GroupSegment::SlotHeld(int rank) const {
+  return Held(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes));
+}
+bool GroupSegment::BrokerHeld() const { return Held(0); }
+
+bool GroupSegment::InUse() const {
+  if (BrokerHeld()) return true;
+  for (int r = 0; r < world_size_; ++r) {
+    if (SlotHeld(r)) return true;
+  }
+  return false;
+}
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
   QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
@@ -78,6 +138,11 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   } catch (const bip::interprocess_exception& e) {
     return FromBoost(e, "creating shared memory " + p.name);
   }
+  auto fd = OpenForLocks(p.name);
+  if (!fd.ok()) {
+    bip::shared_memory_object::remove(p.name.c_str());
+    return fd.status();
+  }
   void* base = region->get_address();
   std::memset(base, 0, bytes);
   auto* h = static_cast<SegmentHeader*>(base);
@@ -91,9 +156,16 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   h->created_unix_ms = NowUnixMs();
   CopyField(h->group, sizeof(h->group), p.group);
   CopyField(h->socket_path, sizeof(h->socket_path), p.socket_path);
+  std::unique_ptr<GroupSegment> seg(
+      new GroupSegment(p.name, std::move(region), base, p.world_size, *fd));
+  // Locked before the magic is visible, so no sweep ever sees it unowned.
+  Status locked = seg->LockBroker();
+  if (!locked.ok()) {
+    bip::shared_memory_object::remove(p.name.c_str());
+    return locked;
+  }
   StoreRelease(&h->magic, kSegmentMagic);
-  return std::unique_ptr<GroupSegment>(
-      new GroupSegment(p.name, std::move(region), base, p.world_size));
+  return seg;
 }
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name) {
@@ -124,7 +196,8 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
   if (!ValidateWorldSize(ws).ok() || region->get_size() < SegmentBytes(ws)) {
     return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws));
   }
-  return std::unique_ptr<GroupSegment>(new GroupSegment(n, std::move(region), base, ws));
+  QR_ASSIGN_OR_RETURN(int fd, OpenForLocks(n));
+  return std::unique_ptr<GroupSegment>(new GroupSegment(n, std::move(region), base, ws, fd));
 }
 
 Status GroupSegment::Remove(std::string_view name) {
@@ -134,22 +207,6 @@ Status GroupSegment::Remove(std::string_view name) {
     return ErrnoToStatus(errno, "shm_unlink " + n);
   }
   return OkStatus();
-}
-
-std::vector<int32_t> GroupSegment::LiveOwners() const {
-  std::vector<int32_t> owners;
-  const SegmentHeader* h = header();
-  for (int r = 0; r < world_size_; ++r) {
-    const MemberSlot* s = slot(r);
-    if (LoadAcquire(&s->left) != 0) continue;
-    int32_t pid = LoadAcquire(&s->published) != 0 ? s->pid : LoadAcquire(&h->joined_pid[r]);
-    if (ProcessAlive(pid)) owners.push_back(pid);
-  }
-  if (LoadAcquire(&h->state) == static_cast<uint32_t>(GroupState::kInit) &&
-      ProcessAlive(h->broker_pid)) {
-    owners.push_back(h->broker_pid);
-  }
-  return owners;
 }
 
 }  // namespace qr::ipc

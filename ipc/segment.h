@@ -12,8 +12,17 @@
 // published with acquire order before reading the rest. The broker stores
 // magic last (release) when creating, so a reader seeing the magic sees an
 // initialised header.
+//
+// Liveness. Owners hold open-file-description record locks (F_OFD_SETLK) on
+// the segment object: the managing broker on byte 0, member r on the first
+// byte of slot r. The kernel drops a lock when its holder dies, so "is rank r
+// alive" and "is this segment still used" are answered by F_OFD_GETLK, which
+// works across PID namespaces (containers sharing /dev/shm) and never
+// mistakes a reused pid for a live owner. Pids are kept for display only.
 #ifndef QR_IPC_SEGMENT_H_
 #define QR_IPC_SEGMENT_H_
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -114,7 +123,8 @@ class GroupSegment {
     std::string socket_path;  // of the creating broker; only it (or its successor) adopts
   };
   // Creates the object exclusively (kAlreadyExists if the name is taken),
-  // sizes, maps and initialises it. kUnavailable when /dev/shm is full.
+  // sizes, maps and initialises it, holding the broker lock (the creator is
+  // the managing broker). kUnavailable when /dev/shm is full.
   [[nodiscard]] static StatusOr<std::unique_ptr<GroupSegment>> Create(const CreateParams& p);
   // Maps an existing segment. kUnavailable if it does not exist,
   // kInvalidArgument if it is not a valid layout-version-1 segment.
@@ -138,15 +148,24 @@ class GroupSegment {
   int world_size() const { return world_size_; }
   const std::string& name() const { return name_; }
 
-  // The pids that keep this segment alive: per rank, the slot's pid once
-  // published (else the broker's joined pid), unless the slot has left; plus
-  // the creating broker while the group is INIT. Only living ones are returned.
-  std::vector<int32_t> LiveOwners() const;
+  // Takes rank's slot lock (a member, after Join) or the broker's lock, held
+  // until this object is destroyed. kAlreadyExists if a live process holds it.
+  [[nodiscard]] Status LockSlot(int rank);
+  [[nodiscard]] Status LockBroker();
+  // Whether another open description holds rank's slot lock / the broker
+  // lock (this object's own locks do not count).
+  bool SlotHeld(int rank) const;
+  bool BrokerHeld() const;
+  // True while a broker or any member holds its lock: the segment is in use.
+  bool InUse() const;
 
  private:
-  GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base, int world_size);
+  GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base, int world_size, int fd);
+  Status Lock(off_t offset, const char* what);
+  bool Held(off_t offset) const;
 
   std::string name_;
+  int fd_;                         // for the record locks; closed (dropping them) on destruction
   std::shared_ptr<void> mapping_;  // owns the Boost mapped_region
   void* base_;
   int world_size_;

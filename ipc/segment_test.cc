@@ -1,12 +1,14 @@
 #include "ipc/segment.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <random>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,16 +21,24 @@ namespace {
 
 using ::qr::testing::StatusIs;
 using ::testing::Contains;
-using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 using ::testing::Not;
 
-std::string Unique(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
+// Unique across concurrently running tests, even in PID namespaces where
+// every sandbox's test has the same pid.
+std::string Unique(const std::string& base) {
+  static const std::string tag = [] {
+    std::random_device rd;
+    return std::to_string(rd() % 1000000000u);
+  }();
+  static int n = 0;
+  return base + "-" + tag + "-" + std::to_string(++n);
+}
 
-GroupSegment::CreateParams Params(const std::string& group, uint64_t gen) {
+GroupSegment::CreateParams Params(const std::string& group, uint64_t gen,
+                                  uint32_t uid = ::getuid()) {
   GroupSegment::CreateParams p;
   p.group = group;
-  p.name = SegmentName(::getuid(), group, gen);
+  p.name = SegmentName(uid, group, gen);
   p.world_size = 4;
   p.generation = gen;
   p.buffer_bytes = 4096;
@@ -85,37 +95,53 @@ TEST(SegmentTest, OpenRefusesMissingAndForeignObjects) {
   EXPECT_OK(GroupSegment::Remove(junk));  // removing twice is fine
 }
 
-TEST(SegmentTest, OwnersAreLivingUnleftMembers) {
+TEST(SegmentTest, LocksTellLiveOwnersAcrossDescriptors) {
   auto p = Params(Unique("owners"), 1);
-  ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
-  // INIT: the creating broker (this process) keeps it.
-  EXPECT_THAT(seg->LiveOwners(), ElementsAre(::getpid()));
-  seg->header()->state = static_cast<uint32_t>(GroupState::kReady);
-  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
-  seg->header()->joined_pid[1] = ::getpid();
-  EXPECT_THAT(seg->LiveOwners(), ElementsAre(::getpid()));
-  seg->slot(1)->left = 1;
-  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
-  // A dead (reaped) pid is no owner.
+  ASSERT_OK_AND_ASSIGN(auto broker, GroupSegment::Create(p));  // holds the broker lock
+  ASSERT_OK_AND_ASSIGN(auto member, GroupSegment::Open(p.name));
+  ASSERT_OK_AND_ASSIGN(auto observer, GroupSegment::Open(p.name));
+  EXPECT_TRUE(observer->BrokerHeld());
+  EXPECT_TRUE(observer->InUse());
+  EXPECT_FALSE(observer->SlotHeld(1));
+  ASSERT_OK(member->LockSlot(1));
+  EXPECT_TRUE(observer->SlotHeld(1));
+  // One holder per slot.
+  EXPECT_THAT(observer->LockSlot(1), StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_THAT(observer->LockBroker(), StatusIs(StatusCode::kAlreadyExists));
+  broker.reset();
+  EXPECT_FALSE(observer->BrokerHeld());
+  EXPECT_TRUE(observer->InUse());
+  member.reset();  // a member exiting or leaving drops its lock
+  EXPECT_FALSE(observer->SlotHeld(1));
+  EXPECT_FALSE(observer->InUse());
+  // A process that dies drops its locks too.
   pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
+  if (child == 0) {
+    auto seg = GroupSegment::Open(p.name);
+    if (!seg.ok() || !(*seg)->LockSlot(3).ok()) ::_exit(1);
+    ::pause();
+  }
+  for (int i = 0; i < 500 && !observer->SlotHeld(3); ++i) ::usleep(2000);
+  EXPECT_TRUE(observer->SlotHeld(3));
+  ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  seg->slot(2)->pid = child;
-  seg->slot(2)->published = 1;
-  EXPECT_THAT(seg->LiveOwners(), IsEmpty());
+  EXPECT_FALSE(observer->SlotHeld(3));
+  EXPECT_FALSE(observer->InUse());
   ASSERT_OK(GroupSegment::Remove(p.name));
 }
 
 TEST(SegmentTest, SweepRemovesStaleSegmentsWithTheirDataObjectsOnly) {
-  const uint32_t uid = ::getuid();
+  // A made-up uid: brokers of tests running beside this one sweep only their
+  // own uid's objects.
+  const uint32_t uid = 3000000000u + static_cast<uint32_t>(std::random_device()() % 100000000u);
   std::string a = Unique("sweep");
   // Group "a" generation 1 is stale; group "a-1-x" generation 2 is live and
   // its name starts with "a"'s segment name: ownership must not be confused.
-  auto pa = Params(a, 1);
-  auto pb = Params(a + "-1-x", 2);
+  auto pa = Params(a, 1, uid);
+  auto pb = Params(a + "-1-x", 2, uid);
   ASSERT_OK_AND_ASSIGN(auto sa, GroupSegment::Create(pa));
   ASSERT_OK_AND_ASSIGN(auto sb, GroupSegment::Create(pb));
-  sa->header()->state = static_cast<uint32_t>(GroupState::kReady);  // no owners
+  sa.reset();  // its broker is gone and it has no members: stale
   CreateDataObject(pa.name + "-rank0");
   CreateDataObject(pb.name + "-rank0");
   SweepResult dry = SweepStale(uid, /*dry_run=*/true);
@@ -136,10 +162,11 @@ TEST(SegmentTest, SweepRemovesStaleSegmentsWithTheirDataObjectsOnly) {
 }
 
 TEST(SegmentTest, KeptSegmentsAreNotSwept) {
-  auto p = Params(Unique("kept"), 1);
+  const uint32_t uid = 3000000000u + static_cast<uint32_t>(std::random_device()() % 100000000u);
+  auto p = Params(Unique("kept"), 1, uid);
   ASSERT_OK_AND_ASSIGN(auto seg, GroupSegment::Create(p));
-  seg->header()->state = static_cast<uint32_t>(GroupState::kFailed);
-  SweepResult r = SweepStale(::getuid(), false, {p.name});
+  seg.reset();  // unused, but kept
+  SweepResult r = SweepStale(uid, false, {p.name});
   EXPECT_THAT(r.removed, Not(Contains(p.name)));
   EXPECT_TRUE(Exists(p.name));
   ASSERT_OK(GroupSegment::Remove(p.name));

@@ -199,6 +199,9 @@ int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream&
   CLI::App* gc = app.add_subcommand("gc", "remove shm objects and sockets of dead owners");
   bool dry_run = false;
   gc->add_flag("--dry-run", dry_run, "only list what would be removed");
+  int64_t gc_uid = ::getuid();
+  gc->add_option("--uid", gc_uid, "whose objects to sweep (default: yours; others need root)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4294967294}));
 
   try {
     app.parse(argc, const_cast<char**>(argv));
@@ -228,7 +231,7 @@ int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
 
   // gc
-  ipc::SweepResult r = ipc::SweepStale(::getuid(), dry_run);
+  ipc::SweepResult r = ipc::SweepStale(static_cast<uint32_t>(gc_uid), dry_run);
   for (const auto& name : r.removed)
     out << (dry_run ? "would remove " : "removed ") << name << "\n";
   for (const auto& e : r.errors) err << "qrctl: could not remove " << e << "\n";

@@ -1,7 +1,7 @@
 // qrctl: the operator's view of quickreduce (status and cleanup).
 //
 //   qrctl status [--json] [--watch [--interval S] [--count N]] [--socket PATH]
-//   qrctl gc [--dry-run] [--socket PATH]
+//   qrctl gc [--dry-run] [--uid UID] [--socket PATH]
 //
 // Exit codes: 0 healthy, 1 degraded (a FAILED or stuck group, stale objects,
 // a gc error), 2 no broker answers. The JSON schema is docs/qrctl.md.

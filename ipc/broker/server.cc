@@ -300,9 +300,9 @@ void Server::Adopt() {
     if (!seg.ok()) continue;
     ipc::SegmentHeader* h = (*seg)->header();
     // Groups belong to the broker of one socket (several may run, e.g. in
-    // tests); another live broker's groups are never ours.
+    // tests); another live broker's groups (it holds the lock) are not ours.
     if (ipc::ReadField(h->socket_path, sizeof(h->socket_path)) != options_.socket_path ||
-        (h->broker_pid != ::getpid() && ipc::ProcessAlive(h->broker_pid))) {
+        !(*seg)->LockBroker().ok()) {
       continue;
     }
     auto g = std::make_unique<Group>();
@@ -321,8 +321,8 @@ void Server::Adopt() {
     for (int r = 0; r < g->world_size; ++r) {
       ipc::MemberSlot* slot = (*seg)->slot(r);
       if (LoadAcquire(&slot->left) != 0) continue;
+      if (!(*seg)->SlotHeld(r)) continue;
       int32_t pid = LoadAcquire(&slot->published) != 0 ? slot->pid : LoadAcquire(&h->joined_pid[r]);
-      if (pid <= 0) continue;
       Member m;
       m.pid = pid;
       m.device = ipc::ReadField(slot->device_id, sizeof(slot->device_id));
@@ -422,7 +422,7 @@ void Server::Tick() {
         if (!m.has_value()) continue;
         if (LoadAcquire(&g.seg->slot(r)->left) != 0) {
           Release(g, r);
-        } else if (!ipc::ProcessAlive(m->pid)) {
+        } else if (!g.seg->SlotHeld(r)) {
           Fail(g, "rank " + std::to_string(r) + " (pid " + std::to_string(m->pid) + ") died",
                ipc::kAbortMemberDied);
           Release(g, r);
@@ -757,7 +757,7 @@ std::string Server::StatusJson() const {
       json member = {
           {"rank", r},
           {"pid", m->pid},
-          {"alive", ipc::ProcessAlive(m->pid)},
+          {"alive", m->session != nullptr || g.seg->SlotHeld(r)},
           {"connected", m->session != nullptr},
           {"published", published},
           {"device", m->device},

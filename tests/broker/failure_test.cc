@@ -309,8 +309,9 @@ TEST_F(FailureTest, StartRemovesStaleSegmentsAndTheirDataObjects) {
     int fd = ::shm_open((name + "-rank0").c_str(), O_CREAT | O_RDWR, 0600);
     return fd >= 0 ? 0 : 2;
   });
+  // (Not checked in between: brokers of tests running beside this one sweep
+  // this uid's stale objects too.)
   ASSERT_EQ(WaitChild(creator), 0);
-  ASSERT_EQ(ShmObjectsWithPrefix(name).size(), 2u);
   broker_->Start();
   EXPECT_TRUE(ShmObjectsWithPrefix(name).empty());
   // The next generation of that name continues after the swept one... or

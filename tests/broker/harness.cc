@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -162,8 +163,14 @@ int CountOpenFds(pid_t pid) {
 }
 
 std::string UniqueGroup(const std::string& base) {
+  // Sandboxed tests run in PID namespaces where every test has the same pid,
+  // but share /dev/shm: the tag must not come from the pid.
+  static const std::string tag = [] {
+    std::random_device rd;
+    return std::to_string(rd() % 1000000000u);
+  }();
   static int counter = 0;
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  return base + "-" + tag + "-" + std::to_string(++counter);
 }
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
