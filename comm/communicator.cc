@@ -1,13 +1,13 @@
 #include "comm/communicator.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "comm/backend.h"
 #include "comm/config.h"
@@ -97,7 +97,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
 
   const std::string where = "group " + options.group + " rank " + std::to_string(options.rank);
   Status s = impl->backend->Allocate(*impl->group);
-  if (s.ok()) s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
+  if (s.ok())
+    s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
   if (s.ok()) {
     s = impl->backend->Connect(impl->group->Members(), *impl->group);
     if (!s.ok()) {
@@ -136,20 +137,19 @@ bool Communicator::ShouldAllReduce(size_t bytes, DType dtype) const {
   return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size, healthy);
 }
 
-Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype,
-                               void* stream) {
+Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype, void* stream) {
   return impl_->Run(in, out, count, dtype, impl_->config.regime, impl_->config.cast_bf16_to_fp16,
                     /*apply_threshold=*/true, stream);
 }
 
-Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype,
-                               Regime regime, bool cast_bf16_to_fp16, void* stream) {
+Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype, Regime regime,
+                               bool cast_bf16_to_fp16, void* stream) {
   return impl_->Run(in, out, count, dtype, regime, cast_bf16_to_fp16,
                     /*apply_threshold=*/false, stream);
 }
 
-Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dtype,
-                               Regime regime, bool cast, bool apply_threshold, void* stream) {
+Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dtype, Regime regime,
+                               bool cast, bool apply_threshold, void* stream) {
   if (left) return InvalidArgumentError("all_reduce: the communicator has left its group");
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
     return InvalidArgumentError("all_reduce: dtype must be fp16 or bf16");
@@ -178,10 +178,9 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
                                 " bytes is not a multiple of 16 bytes");
   }
   if (bytes > static_cast<uint64_t>(config.max_size_bytes)) {
-    return InvalidArgumentError("all_reduce: message of " + std::to_string(bytes) +
-                                " bytes exceeds the maximum of " +
-                                std::to_string(config.max_size_bytes) +
-                                " bytes (QR_MAX_SIZE_BYTES_MB)");
+    return InvalidArgumentError(
+        "all_reduce: message of " + std::to_string(bytes) + " bytes exceeds the maximum of " +
+        std::to_string(config.max_size_bytes) + " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
   if (in != out && Overlap(in, out, bytes)) {
     return InvalidArgumentError("all_reduce: in and out overlap without being equal");
