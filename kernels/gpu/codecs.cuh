@@ -3,6 +3,7 @@
 // wire, cooperating with the other threads of its block:
 //   kSegWireBytes             wire bytes of one whole segment (all threads)
 //   Encode(raw[kA], dst, tid) stores the segment's wire form at dst
+//   EncodeToAll<N>(raw, dst[N], tid) the same to N destinations, encoded once
 //   Decode(src, tid, v[kA][8]) reads it back as exact float values
 //   Accumulate(acc, x)        one step of the rank-order sum
 // Values are the math format (fp16 or bf16 bit patterns, kBf16 says which).
@@ -24,6 +25,13 @@ struct FpCodec {
   QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) platform::StoreRemote16(dst + (k * kTwoShotThreads + tid) * 16, raw[k]);
+  }
+
+  template <int kN>
+  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
+                                           int tid) {
+#pragma unroll
+    for (int r = 0; r < kN; ++r) Encode(raw, dst[r], tid);
   }
 
   QR_DEVICE_INLINE static void Decode(const char* src, int tid, float (&v)[kA][8]) {
@@ -137,21 +145,31 @@ struct IntCodec {
     }
   }
 
-  QR_DEVICE_INLINE static void EncodeAtom(const Vec16& raw, char* row, int tid) {
+  // One atom's wire form, gathered into the lanes that store it: `codes`
+  // (and `high`, the second plane of INT6/INT3) and the 8 scales of the lane
+  // group; the flags say whether this lane stores each.
+  struct Encoded {
+    Vec16 codes, high, scales;
+    bool store_codes, store_high, store_scales;
+  };
+
+  // Collective over the lane group.
+  QR_DEVICE_INLINE static Encoded EncodeAtom(const Vec16& raw, int tid) {
     const int lane = tid % kLaneGroup;
     const uint32_t scale = BlockScale(raw);
     uint32_t u[8];
     Quantize(raw, scale, u);
-    Vec16 out;
+    Encoded e;
+    e.store_high = false;
     if constexpr (kCodec == GpuCodec::kInt8) {
       const uint32_t lo = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24);
       const uint32_t hi = u[4] | (u[5] << 8) | (u[6] << 16) | (u[7] << 24);
-      if (Gather16Pairs(lo, hi, lane, out)) platform::StoreRemote16(row + 8 * tid, out);
+      e.store_codes = Gather16Pairs(lo, hi, lane, e.codes);
     } else if constexpr (kCodec == GpuCodec::kInt4) {
       uint32_t w = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) w |= u[j] << (4 * j);
-      if (Gather16<4>(w, lane, out)) platform::StoreRemote16(row + 4 * tid, out);
+      e.store_codes = Gather16<4>(w, lane, e.codes);
     } else if constexpr (kCodec == GpuCodec::kInt6) {
       uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -159,8 +177,8 @@ struct IntCodec {
         lo |= (u[j] & 15u) << (4 * j);
         hi |= (u[j] >> 4) << (2 * j);
       }
-      if (Gather16<4>(lo, lane, out)) platform::StoreRemote16(row + 4 * tid, out);
-      if (Gather16<2>(hi, lane, out)) platform::StoreRemote16(row + kHighOffset + 2 * tid, out);
+      e.store_codes = Gather16<4>(lo, lane, e.codes);
+      e.store_high = Gather16<2>(hi, lane, e.high);
     } else {
       uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -168,16 +186,23 @@ struct IntCodec {
         lo |= (u[j] & 3u) << (2 * j);
         hi |= (u[j] >> 2) << j;
       }
-      if (Gather16<2>(lo, lane, out)) platform::StoreRemote16(row + 2 * tid, out);
-      if (Gather16<1>(hi, lane, out)) platform::StoreRemote16(row + kHighOffset + tid, out);
+      e.store_codes = Gather16<2>(lo, lane, e.codes);
+      e.store_high = Gather16<1>(hi, lane, e.high);
     }
-    // Scales of the 8 blocks of this lane group: 16 bytes from lane 0.
-    // Every 8-lane leader gathers the same 16 bytes; lane 0 stores them.
+    // Scales of the 8 blocks of this lane group: every 8-lane leader gathers
+    // the same 16 bytes; lane 0 stores them.
     const bool leader =
-        Gather16<2>(platform::ShuffleU32(scale, (lane & 7) * 4, kLaneGroup), lane, out);
-    if (leader && lane == 0) {
-      platform::StoreRemote16(row + kScaleOffset + 2 * (tid / 4), out);
-    }
+        Gather16<2>(platform::ShuffleU32(scale, (lane & 7) * 4, kLaneGroup), lane, e.scales);
+    e.store_scales = leader && lane == 0;
+    return e;
+  }
+
+  QR_DEVICE_INLINE static void StoreAtom(const Encoded& e, char* row, int tid) {
+    constexpr int kCodeBytes = kCodec == GpuCodec::kInt8 ? 8 : kCodec == GpuCodec::kInt3 ? 2 : 4;
+    constexpr int kHighBytes = kCodec == GpuCodec::kInt6 ? 2 : 1;
+    if (e.store_codes) platform::StoreRemote16(row + kCodeBytes * tid, e.codes);
+    if (e.store_high) platform::StoreRemote16(row + kHighOffset + kHighBytes * tid, e.high);
+    if (e.store_scales) platform::StoreRemote16(row + kScaleOffset + 2 * (tid / 4), e.scales);
   }
 
   QR_DEVICE_INLINE static void DecodeAtom(const char* row, int tid, float (&v)[8]) {
@@ -216,7 +241,19 @@ struct IntCodec {
 
   QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) EncodeAtom(raw[k], dst + k * kRowBytes, tid);
+    for (int k = 0; k < kA; ++k) StoreAtom(EncodeAtom(raw[k], tid), dst + k * kRowBytes, tid);
+  }
+
+  // The same segment to kN destinations, encoded once.
+  template <int kN>
+  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
+                                           int tid) {
+#pragma unroll
+    for (int k = 0; k < kA; ++k) {
+      const Encoded e = EncodeAtom(raw[k], tid);
+#pragma unroll
+      for (int r = 0; r < kN; ++r) StoreAtom(e, dst[r] + k * kRowBytes, tid);
+    }
   }
 
   QR_DEVICE_INLINE static void Decode(const char* src, int tid, float (&v)[kA][8]) {

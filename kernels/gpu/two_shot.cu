@@ -81,10 +81,10 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
     for (int k = 0; k < kA; ++k) reduced[k] = Pack<kBf16>(acc[k]);
 
     // Phase 2: the reduced segment goes to every rank, slot (block, my rank).
+    char* dst2[kWs];
 #pragma unroll
-    for (int r = 0; r < kWs; ++r) {
-      C::Encode(reduced, p.buffers[r] + p.data2 + slot + p.rank * C::kSegWireBytes, tid);
-    }
+    for (int r = 0; r < kWs; ++r) dst2[r] = p.buffers[r] + p.data2 + slot + p.rank * C::kSegWireBytes;
+    C::template EncodeToAll<kWs>(reduced, dst2, tid);
     SignalAll<kWs>(p.flags2, colour, p);
     if (!WaitAll<kWs>(my_flags2, colour, p)) return;
 

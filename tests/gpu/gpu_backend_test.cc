@@ -223,7 +223,7 @@ TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
   ASSERT_EQ(std::sscanf(text.c_str(), "%d %lld", &code, &at), 2);
   EXPECT_EQ(code, static_cast<int>(StatusCode::kPeerFailed));
   const double seconds = static_cast<double>(at - killed_at) / 1e9;
-  std::printf("survivor's stream drained with PEER_FAILED %.3f s after the kill\n", seconds);
+  std::printf("survivor's stream drained with PEER_FAILED %.3f ms after the kill\n", seconds * 1e3);
   EXPECT_LT(seconds, 1.0);
 }
 
