@@ -45,9 +45,8 @@ struct Communicator::Impl {
 
 namespace {
 
-StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Config& config) {
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o) {
   if (o.device == kDeviceHost) {
-    (void)config;
     QR_ASSIGN_OR_RETURN(HostBackendOptions host, HostBackendOptionsFromEnv());
     return CreateHostBackend(o.rank, o.world_size, host);
   }
@@ -82,7 +81,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
                                 std::to_string(options.world_size) + ")");
   }
   QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
-  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config));
+  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options));
 
   ipc::JoinParams p;
   p.socket_path = options.broker_socket;

@@ -42,8 +42,8 @@ class Communicator {
   // the broker, allocates and publishes this rank's buffers and waits until
   // every rank has mapped everyone's. The returned object owns all of it.
   // Errors: kInvalidArgument (options or environment), kUnavailable (no
-  // broker), kTimeout (naming missing ranks), kAlreadyExists, kUnsupported
-  // (a GPU device in a build without the GPU backend), kPeerFailed.
+  // broker, or no such GPU), kTimeout (naming missing ranks), kAlreadyExists
+  // (rank taken, GPU already in the group), kPeerFailed, kInternal.
   [[nodiscard]] static StatusOr<std::unique_ptr<Communicator>> Join(const JoinOptions& options);
 
   ~Communicator();  // Leave()s if not done yet; errors are logged
