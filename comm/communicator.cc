@@ -45,9 +45,11 @@ struct Communicator::Impl {
 
 namespace {
 
-StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o) {
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o,
+                                                 std::chrono::milliseconds join_timeout) {
   if (o.device == kDeviceHost) {
     QR_ASSIGN_OR_RETURN(HostBackendOptions host, HostBackendOptionsFromEnv());
+    host.join_timeout_ms = join_timeout.count();
     return CreateHostBackend(o.rank, o.world_size, host);
   }
   if (o.device < 0) {
@@ -81,7 +83,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
                                 std::to_string(options.world_size) + ")");
   }
   QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
-  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options));
+  QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
+                      JoinTimeout(options.timeout_ms));
+  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, join_timeout));
 
   ipc::JoinParams p;
   p.socket_path = options.broker_socket;
@@ -90,7 +94,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   p.world_size = options.world_size;
   p.device_id = impl->backend->device_id();
   p.buffer_bytes = impl->backend->buffer_bytes();
-  QR_ASSIGN_OR_RETURN(p.timeout, JoinTimeout(options.timeout_ms));
+  p.timeout = join_timeout;
   QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
   QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
 

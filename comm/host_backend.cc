@@ -153,7 +153,7 @@ class HostBackend final : public Backend {
     // Barrier: once every peer has marked my buffer, all of them have mapped
     // it, so any rank may leave (and unlink its buffer) right after joining.
     Raise(kConnectedSet, 1, 0);
-    return WaitAll(kConnectedSet, 1, 0);
+    return WaitAll(kConnectedSet, 1, 0, options_.join_timeout_ms);
   }
 
   Status AllReduce(const AllReduceCall& call) override {
@@ -189,7 +189,7 @@ class HostBackend final : public Backend {
         }
       }
       Raise(0, colour, desc);
-      QR_RETURN_IF_ERROR(WaitAll(0, colour, desc));
+      QR_RETURN_IF_ERROR(WaitAll(0, colour, desc, options_.op_timeout_ms));
       // Reduce my segments in source order, re-encode once into my own
       // phase-1 slot, copy that to every peer (same bytes everywhere).
       const uint8_t* received[k::kMaxWorldSize];
@@ -203,7 +203,7 @@ class HostBackend final : public Backend {
         }
       }
       Raise(1, colour, desc);
-      QR_RETURN_IF_ERROR(WaitAll(1, colour, desc));
+      QR_RETURN_IF_ERROR(WaitAll(1, colour, desc, options_.op_timeout_ms));
       // Phase 2 (gather): every segment from its owner.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
@@ -226,8 +226,8 @@ class HostBackend final : public Backend {
 
   // Each wait gets the whole QR_OP_TIMEOUT_MS: a long call that keeps making
   // progress never times out, a stalled peer does.
-  Status WaitAll(int phase, uint64_t colour, uint64_t desc) {
-    const auto deadline = WaitClock::now() + std::chrono::milliseconds(options_.op_timeout_ms);
+  Status WaitAll(int phase, uint64_t colour, uint64_t desc, int64_t timeout_ms) {
+    const auto deadline = WaitClock::now() + std::chrono::milliseconds(timeout_ms);
     const View& me = peers_[rank_];
     const volatile uint32_t* abort_word = group_->abort_word();
     int next = 0;  // sources before `next` have arrived
@@ -244,9 +244,10 @@ class HostBackend final : public Backend {
                                                   : "phase " + std::to_string(phase + 1) +
                                                         " data of round " + std::to_string(colour));
     if (s.code() == StatusCode::kTimeout) {
-      const std::string why = "rank " + std::to_string(rank_) + " " + s.message() + " from rank " +
-                              std::to_string(next) + " after " +
-                              std::to_string(options_.op_timeout_ms) + " ms (QR_OP_TIMEOUT_MS)";
+      const std::string why =
+          "rank " + std::to_string(rank_) + " " + s.message() + " from rank " +
+          std::to_string(next) + " after " + std::to_string(timeout_ms) +
+          (phase == kConnectedSet ? " ms (join timeout)" : " ms (QR_OP_TIMEOUT_MS)");
       group_->RaiseAbort(why).IgnoreError();
       return TimeoutError(why);
     }

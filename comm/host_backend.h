@@ -30,10 +30,12 @@ namespace qr {
 inline constexpr int64_t kHostSlots = 64;
 
 struct HostBackendOptions {
-  int64_t op_timeout_ms = 30000;  // bound of every single wait
+  int64_t op_timeout_ms = 30000;    // bound of every single wait of a call
+  int64_t join_timeout_ms = 60000;  // bound of Connect()'s barrier
 };
 
 // Reads QR_OP_TIMEOUT_MS (1 .. 86400000); kInvalidArgument naming it if bad.
+// join_timeout_ms keeps its default (the communicator sets it).
 [[nodiscard]] StatusOr<HostBackendOptions> HostBackendOptionsFromEnv();
 
 // A backend for `rank` of a `world_size` group. Nothing is allocated until

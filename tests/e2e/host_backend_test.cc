@@ -34,6 +34,7 @@ StatusOr<Member> JoinHost(const std::string& group, int rank, int ws, int64_t ti
   Member m;
   HostBackendOptions o;
   o.op_timeout_ms = timeout_ms;
+  o.join_timeout_ms = 30000;
   QR_ASSIGN_OR_RETURN(m.backend, CreateHostBackend(rank, ws, o));
   ipc::JoinParams p;
   p.group = group;
