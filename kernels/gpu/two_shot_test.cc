@@ -1,0 +1,60 @@
+// Host-side parts of the GPU two-shot launch API: buffer layout, grid and
+// argument validation (no GPU needed; runs in CI).
+#include "kernels/gpu/two_shot.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/util/status_matchers.h"
+
+namespace qr::kernels {
+namespace {
+
+using ::qr::testing::StatusIs;
+
+TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
+  const TwoShotLayout l = MakeTwoShotLayout(264);
+  EXPECT_EQ(l.flags1, 0u);
+  EXPECT_EQ(l.flags2 % 4096, 0u);
+  EXPECT_GE(l.flags2, 264u * kGpuMaxRanks * 4);
+  EXPECT_EQ(l.data1, 2 * l.flags2);
+  EXPECT_EQ(l.data2, l.data1 + 264 * kTwoShotSlotBytes);
+  EXPECT_EQ(l.total, l.data2 + 264 * kTwoShotSlotBytes);
+}
+
+TEST(TwoShotLayoutTest, FootprintStaysUnder64MiB) {
+  // H200 (132 SMs) and MI300X (304 CUs) at the default blocks per SM.
+  EXPECT_LE(MakeTwoShotLayout(132 * kTwoShotBlocksPerSm).total, 64u << 20);
+  EXPECT_LE(MakeTwoShotLayout(304 * kTwoShotBlocksPerSm).total, 64u << 20);
+}
+
+TEST(TwoShotGridTest, OneBlockPerTileUpToTheCap) {
+  EXPECT_EQ(TwoShotGrid(16, 264), 1);
+  EXPECT_EQ(TwoShotGrid(kTwoShotTileBytes, 264), 1);
+  EXPECT_EQ(TwoShotGrid(kTwoShotTileBytes + 16, 264), 2);
+  EXPECT_EQ(TwoShotGrid(size_t{1} << 30, 264), 264);
+}
+
+TEST(LaunchTwoShotTest, RejectsBadArgumentsBeforeTouchingTheGpu) {
+  TwoShotArgs a;
+  a.count = 8;
+  a.world_size = 3;
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.world_size = 2;
+  a.rank = 2;
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.rank = 0;
+  a.world_size = 4;
+  a.codec = GpuCodec::kInt3;
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.world_size = 2;
+  a.codec = GpuCodec::kFp;
+  a.count = 7;  // 14 bytes
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.count = 8;  // null buffers
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.count = 0;  // nothing to do
+  EXPECT_OK(LaunchTwoShot(a));
+}
+
+}  // namespace
+}  // namespace qr::kernels
