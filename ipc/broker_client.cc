@@ -197,14 +197,24 @@ StatusOr<std::string> QueryStatus(const std::string& socket_path,
                                   std::chrono::milliseconds timeout) {
   QR_ASSIGN_OR_RETURN(auto conn, BrokerConnection::Connect(socket_path));
   QR_RETURN_IF_ERROR(conn->Send(StatusRequest{}));
-  QR_ASSIGN_OR_RETURN(Message reply, conn->Receive(std::chrono::steady_clock::now() + timeout));
-  if (auto* s = std::get_if<StatusReply>(&reply)) return std::move(s->json);
-  if (auto* e = std::get_if<ErrorReply>(&reply)) {
-    return Status(*StatusCodeFromInt(e->code), e->message);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  constexpr size_t kMaxDocumentBytes = 64 << 20;
+  std::string doc;
+  while (true) {
+    QR_ASSIGN_OR_RETURN(Message reply, conn->Receive(deadline));
+    if (auto* s = std::get_if<StatusReply>(&reply)) {
+      doc += s->json;
+      if (doc.size() > kMaxDocumentBytes) return InternalError("status document too large");
+      if (!s->more) return doc;
+      continue;
+    }
+    if (auto* e = std::get_if<ErrorReply>(&reply)) {
+      return Status(*StatusCodeFromInt(e->code), e->message);
+    }
+    return InternalError(std::string("unexpected ") +
+                         MessageTypeName(static_cast<uint16_t>(TypeOf(reply))) +
+                         " in answer to STATUS");
   }
-  return InternalError(std::string("unexpected ") +
-                       MessageTypeName(static_cast<uint16_t>(TypeOf(reply))) +
-                       " in answer to STATUS");
 }
 
 }  // namespace qr::ipc

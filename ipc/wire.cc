@@ -15,6 +15,7 @@ constexpr size_t kMaxSegmentNameBytes = 255;
 
 class Writer {
  public:
+  void U8(uint8_t v) { Put(&v, 1); }
   void U16(uint16_t v) { Put(&v, 2); }
   void U32(uint32_t v) { Put(&v, 4); }
   void U64(uint64_t v) { Put(&v, 8); }
@@ -41,6 +42,7 @@ class Writer {
 class Reader {
  public:
   Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  Status U8(uint8_t* v) { return Get(v, 1); }
   Status U16(uint16_t* v) { return Get(v, 2); }
   Status U32(uint32_t* v) { return Get(v, 4); }
   Status U64(uint64_t* v) { return Get(v, 8); }
@@ -205,10 +207,11 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const Message& msg) {
     if (m->reason.size() > kMaxReasonBytes) return InvalidArgumentError("failure reason too long");
     w.Str16(m->reason);
   } else if (auto* m = std::get_if<StatusReply>(&msg)) {
-    if (m->json.size() > kMaxFrameBytes - kFrameHeaderBytes - 4) {
+    if (m->json.size() > kMaxStatusPieceBytes) {
       return InvalidArgumentError("status reply of " + std::to_string(m->json.size()) +
                                   " bytes does not fit a frame");
     }
+    w.U8(m->more ? 1 : 0);
     w.Str32(m->json);
   } else if (auto* m = std::get_if<ErrorReply>(&msg)) {
     if (m->message.size() > kMaxMessageBytes) return InvalidArgumentError("error text too long");
@@ -277,7 +280,11 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
       break;
     case MessageType::kStatusReply: {
       StatusReply m;
-      QR_RETURN_IF_ERROR(r.Str32(&m.json, kMaxFrameBytes));
+      uint8_t more = 0;
+      QR_RETURN_IF_ERROR(r.U8(&more));
+      if (more > 1) return InvalidArgumentError("bad 'more' flag");
+      m.more = more != 0;
+      QR_RETURN_IF_ERROR(r.Str32(&m.json, kMaxStatusPieceBytes));
       msg = std::move(m);
       break;
     }

@@ -36,6 +36,8 @@ inline constexpr size_t kFrameHeaderBytes = 12;
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
 inline constexpr size_t kMaxReasonBytes = 255;
 inline constexpr size_t kMaxMessageBytes = 1024;
+// The largest status piece one STATUS_REPLY frame carries.
+inline constexpr size_t kMaxStatusPieceBytes = kMaxFrameBytes - kFrameHeaderBytes - 5;
 
 enum class MessageType : uint16_t {
   kJoin = 1,
@@ -97,9 +99,12 @@ struct GroupFailedNotice {
 struct LeaveOk {
   bool operator==(const LeaveOk&) const { return true; }
 };
+// The status document may exceed one frame: it arrives as consecutive
+// STATUS_REPLY frames whose pieces concatenate; `more` is false on the last.
 struct StatusReply {
-  std::string json;  // the document qrctl prints; see docs/qrctl.md
-  bool operator==(const StatusReply& o) const { return json == o.json; }
+  std::string json;  // a piece of the document qrctl prints; see docs/qrctl.md
+  bool more = false;
+  bool operator==(const StatusReply& o) const { return json == o.json && more == o.more; }
 };
 struct ErrorReply {
   uint32_t code = 0;    // a StatusCode value, never kOk

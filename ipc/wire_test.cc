@@ -35,7 +35,8 @@ std::vector<Message> AllMessages() {
           ReadyNotice{9},
           GroupFailedNotice{"rank 1 died"},
           LeaveOk{},
-          StatusReply{"{\"a\":1}"},
+          StatusReply{"{\"a\":1}", false},
+          StatusReply{std::string(kMaxStatusPieceBytes, 'j'), true},
           ErrorReply{static_cast<uint32_t>(StatusCode::kTimeout), "ranks [1] missing"}};
 }
 

@@ -478,10 +478,11 @@ void Server::OnMessage(const std::shared_ptr<Session>& s, ipc::Message m) {
     HandleAbort(s, *abort);
   } else if (std::holds_alternative<ipc::StatusRequest>(m)) {
     std::string json = StatusJson();
-    if (json.size() > ipc::kMaxFrameBytes - 64) {
-      Refuse(s, UnavailableError("status document too large"));
-    } else {
-      s->Send(ipc::StatusReply{std::move(json)});
+    for (size_t off = 0; off == 0 || off < json.size(); off += ipc::kMaxStatusPieceBytes) {
+      ipc::StatusReply piece;
+      piece.json = json.substr(off, ipc::kMaxStatusPieceBytes);
+      piece.more = off + ipc::kMaxStatusPieceBytes < json.size();
+      s->Send(piece);
     }
   } else {
     Refuse(s, InvalidArgumentError(

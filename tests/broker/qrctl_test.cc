@@ -137,6 +137,25 @@ TEST_F(QrctlTest, FailedGroupIsDegradedWithARemedy) {
   EXPECT_EQ(doc["problems"][0]["group"], group_);
 }
 
+TEST_F(QrctlTest, StatusLargerThanOneFrameArrivesWhole) {
+  // 40 forming groups of 8: a document well over the 64 KiB frame limit.
+  std::vector<std::unique_ptr<GroupMembership>> members;
+  std::vector<std::string> names;
+  for (int g = 0; g < 40; ++g) {
+    names.push_back(UniqueGroup("big"));
+    for (int r = 0; r < 8; ++r) {
+      ASSERT_OK_AND_ASSIGN(auto m, GroupMembership::Join(HostJoin(socket(), names.back(), r, 8)));
+      members.push_back(std::move(m));
+    }
+  }
+  CtlRun js = Qrctl({"--socket", socket(), "status", "--json"});
+  nlohmann::json doc = nlohmann::json::parse(js.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << js.err;
+  EXPECT_GT(doc.dump().size(), 64u * 1024u);
+  EXPECT_EQ(doc["groups"].size(), 41u);  // ours and the fixture's
+  for (const auto& m : members) EXPECT_OK(m->Leave());
+}
+
 TEST_F(QrctlTest, WatchRepeats) {
   CtlRun r =
       Qrctl({"--socket", socket(), "status", "--watch", "--count", "3", "--interval", "0.05"});
