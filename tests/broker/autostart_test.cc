@@ -50,6 +50,13 @@ int CountLines(const std::string& path, const std::string& needle) {
 TEST(AutostartTest, EightRacingClientsStartExactlyOneBroker) {
   TempDir dir;
   const std::string socket = dir.path() + "/broker.sock";
+  // Whatever happens below, no autostarted broker outlives the test.
+  struct Reaper {
+    std::string socket;
+    ~Reaper() {
+      for (pid_t pid : BrokersFor(socket)) ::kill(pid, SIGKILL);
+    }
+  } reaper{socket};
   ::setenv("QR_BROKER_BIN", BrokerBinary().c_str(), 1);
   const std::string group = UniqueGroup("race");
   Pipe pipe;
