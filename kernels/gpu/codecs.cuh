@@ -2,8 +2,10 @@
 // thread's share of one rank segment (kA atoms of 8 values) to and from the
 // wire, cooperating with the other threads of its block:
 //   kSegWireBytes             wire bytes of one whole segment (all threads)
-//   Encode(raw[kA], dst, tid) stores the segment's wire form at dst
-//   EncodeToAll<N>(raw, dst[N], tid) the same to N destinations, encoded once
+//   Encode(raw[kA], dst, tid, stage) stores the segment's wire form at dst
+//     (stage: kTwoShotStageBytes of 16-byte aligned shared memory)
+//   EncodeToAll<N>(raw, dst[N], tid, stage) the same to N destinations,
+//     encoded once
 //   Decode(src, tid, v[kA][8]) reads it back as exact float values
 //   Accumulate(acc, x)        one step of the rank-order sum
 // Values are the math format (fp16 or bf16 bit patterns, kBf16 says which).
@@ -22,16 +24,16 @@ template <bool kBf16, int kA>
 struct FpCodec {
   static constexpr size_t kSegWireBytes = static_cast<size_t>(kA) * kTwoShotThreads * 16;
 
-  QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid) {
+  QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid, char*) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) platform::StoreRemote16(dst + (k * kTwoShotThreads + tid) * 16, raw[k]);
   }
 
   template <int kN>
   QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
-                                           int tid) {
+                                           int tid, char* stage) {
 #pragma unroll
-    for (int r = 0; r < kN; ++r) Encode(raw, dst[r], tid);
+    for (int r = 0; r < kN; ++r) Encode(raw, dst[r], tid, stage);
   }
 
   QR_DEVICE_INLINE static void Decode(const char* src, int tid, float (&v)[kA][8]) {
@@ -51,34 +53,9 @@ struct FpCodec {
 
 // Lanes cooperate in groups of 32 (8 scale blocks) on both vendors.
 inline constexpr int kLaneGroup = 32;
-
-// Collects 16 bytes from 16 / kPieceBytes consecutive lanes, each giving a
-// piece of kPieceBytes (1, 2 or 4) bytes in the low bits of `piece`. Returns
-// true in the first lane of each group, which then owns `out`. Collective
-// over the lane group.
-template <int kPieceBytes>
-QR_DEVICE_INLINE bool Gather16(uint32_t piece, int lane, Vec16& out) {
-  constexpr int kN = 16 / kPieceBytes;
-  const int base = lane & ~(kN - 1);
-  out = Vec16{};
-#pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    const uint32_t v = platform::ShuffleU32(piece, base + i, kLaneGroup);
-    const int off = i * kPieceBytes;
-    out.w[off / 4] |= v << (8 * (off % 4));
-  }
-  return (lane & (kN - 1)) == 0;
-}
-
-// 8-byte pieces (lo, hi words): pairs of lanes.
-QR_DEVICE_INLINE bool Gather16Pairs(uint32_t lo, uint32_t hi, int lane, Vec16& out) {
-  const int base = lane & ~1;
-  out.w[0] = platform::ShuffleU32(lo, base, kLaneGroup);
-  out.w[1] = platform::ShuffleU32(hi, base, kLaneGroup);
-  out.w[2] = platform::ShuffleU32(lo, base + 1, kLaneGroup);
-  out.w[3] = platform::ShuffleU32(hi, base + 1, kLaneGroup);
-  return (lane & 1) == 0;
-}
+// Shared memory a block stages one encoded segment in (INT8, world size 2:
+// 4 rows of 2176 bytes).
+inline constexpr int kTwoShotStageBytes = 4 * 2176;
 
 QR_DEVICE_INLINE float ScaleFactorBits(GpuCodec c) {
   switch (c) {
@@ -104,6 +81,12 @@ struct IntCodec {
   static constexpr size_t kScaleOffset = kRowBytes - 64 * 2;
   static constexpr size_t kHighOffset = kCodec == GpuCodec::kInt6 ? 1024 : 512;
   static constexpr size_t kSegWireBytes = kRowBytes * kA;
+  static_assert(kSegWireBytes <= kTwoShotStageBytes, "stage too small");
+  static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  static constexpr uint32_t kMagicBits = 0x4B400000u;
+  static constexpr int kCodeBytes = kCodec == GpuCodec::kInt8 ? 8 : kCodec == GpuCodec::kInt3 ? 2 : 4;
+  static constexpr int kHighBytes = kCodec == GpuCodec::kInt6 ? 2 : 1;
+  static constexpr bool kHasHigh = kCodec == GpuCodec::kInt6 || kCodec == GpuCodec::kInt3;
   static constexpr uint16_t kInf = kBf16 ? 0x7F80u : 0x7C00u;
   static constexpr uint16_t kNaN = kBf16 ? 0x7FC0u : 0x7E00u;
 
@@ -133,43 +116,35 @@ struct IntCodec {
     const float d =
         platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
     const float e = platform::DivRn(1.0f, d);
+    // rint(v) for |v| < 2^22 is (v + 1.5 * 2^23) rounded to nearest even,
+    // whose low bits hold the integer: no conversion instructions needed.
     // Symmetric range (kernels/codec.h): codes span [1, 2Q-1].
-    const float lo = static_cast<float>(1 - kQ);
-    const float hi = static_cast<float>(kQ - 1);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint16_t x = static_cast<uint16_t>(raw.w[j / 2] >> (16 * (j % 2)));
-      float k = platform::RintRn(platform::MulRn(ToFloat<kBf16>(x), e));
-      k = k < lo ? lo : (k > hi ? hi : k);
-      u[j] = static_cast<uint32_t>(static_cast<int>(k) + kQ);
+      const float v = platform::MulRn(ToFloat<kBf16>(x), e);  // |v| <= Q
+      int k = static_cast<int>(__float_as_uint(platform::AddRn(v, kMagic)) - kMagicBits);
+      k = k < 1 - kQ ? 1 - kQ : (k > kQ - 1 ? kQ - 1 : k);
+      u[j] = static_cast<uint32_t>(k + kQ);
     }
   }
 
-  // One atom's wire form, gathered into the lanes that store it: `codes`
-  // (and `high`, the second plane of INT6/INT3) and the 8 scales of the lane
-  // group; the flags say whether this lane stores each.
-  struct Encoded {
-    Vec16 codes, high, scales;
-    bool store_codes, store_high, store_scales;
-  };
-
-  // Collective over the lane group.
-  QR_DEVICE_INLINE static Encoded EncodeAtom(const Vec16& raw, int tid) {
-    const int lane = tid % kLaneGroup;
+  // Writes this lane's atom (codes, high plane, and its block's scale from
+  // the block's first lane) into `stage`, a shared-memory copy of the row.
+  QR_DEVICE_INLINE static void StageAtom(const Vec16& raw, char* stage, int tid) {
     const uint32_t scale = BlockScale(raw);
     uint32_t u[8];
     Quantize(raw, scale, u);
-    Encoded e;
-    e.store_high = false;
     if constexpr (kCodec == GpuCodec::kInt8) {
-      const uint32_t lo = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24);
-      const uint32_t hi = u[4] | (u[5] << 8) | (u[6] << 16) | (u[7] << 24);
-      e.store_codes = Gather16Pairs(lo, hi, lane, e.codes);
+      uint2 w;
+      w.x = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24);
+      w.y = u[4] | (u[5] << 8) | (u[6] << 16) | (u[7] << 24);
+      *reinterpret_cast<uint2*>(stage + 8 * tid) = w;
     } else if constexpr (kCodec == GpuCodec::kInt4) {
       uint32_t w = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) w |= u[j] << (4 * j);
-      e.store_codes = Gather16<4>(w, lane, e.codes);
+      *reinterpret_cast<uint32_t*>(stage + 4 * tid) = w;
     } else if constexpr (kCodec == GpuCodec::kInt6) {
       uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -177,8 +152,8 @@ struct IntCodec {
         lo |= (u[j] & 15u) << (4 * j);
         hi |= (u[j] >> 4) << (2 * j);
       }
-      e.store_codes = Gather16<4>(lo, lane, e.codes);
-      e.store_high = Gather16<2>(hi, lane, e.high);
+      *reinterpret_cast<uint32_t*>(stage + 4 * tid) = lo;
+      *reinterpret_cast<uint16_t*>(stage + kHighOffset + 2 * tid) = static_cast<uint16_t>(hi);
     } else {
       uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -186,23 +161,61 @@ struct IntCodec {
         lo |= (u[j] & 3u) << (2 * j);
         hi |= (u[j] >> 2) << j;
       }
-      e.store_codes = Gather16<2>(lo, lane, e.codes);
-      e.store_high = Gather16<1>(hi, lane, e.high);
+      *reinterpret_cast<uint16_t*>(stage + 2 * tid) = static_cast<uint16_t>(lo);
+      *reinterpret_cast<uint8_t*>(stage + kHighOffset + tid) = static_cast<uint8_t>(hi);
     }
-    // Scales of the 8 blocks of this lane group: every 8-lane leader gathers
-    // the same 16 bytes; lane 0 stores them.
-    const bool leader =
-        Gather16<2>(platform::ShuffleU32(scale, (lane & 7) * 4, kLaneGroup), lane, e.scales);
-    e.store_scales = leader && lane == 0;
-    return e;
+    if (tid % 4 == 0) {
+      *reinterpret_cast<uint16_t*>(stage + kScaleOffset + 2 * (tid / 4)) =
+          static_cast<uint16_t>(scale);
+    }
   }
 
-  QR_DEVICE_INLINE static void StoreAtom(const Encoded& e, char* row, int tid) {
-    constexpr int kCodeBytes = kCodec == GpuCodec::kInt8 ? 8 : kCodec == GpuCodec::kInt3 ? 2 : 4;
-    constexpr int kHighBytes = kCodec == GpuCodec::kInt6 ? 2 : 1;
-    if (e.store_codes) platform::StoreRemote16(row + kCodeBytes * tid, e.codes);
-    if (e.store_high) platform::StoreRemote16(row + kHighOffset + kHighBytes * tid, e.high);
-    if (e.store_scales) platform::StoreRemote16(row + kScaleOffset + 2 * (tid / 4), e.scales);
+  // Copies the wire bytes of this lane group's atoms (32 atoms: codes, high
+  // plane, 8 scales) from the staged row to `row`, 16 bytes per lane.
+  QR_DEVICE_INLINE static void CopyOut(const char* stage, char* row, int tid) {
+    constexpr int kCodeChunks = kCodeBytes * kLaneGroup / 16;
+    constexpr int kHighChunks = kHasHigh ? kHighBytes * kLaneGroup / 16 : 0;
+    const int lane = tid % kLaneGroup;
+    const int group = tid / kLaneGroup;
+    size_t off;
+    if (lane < kCodeChunks) {
+      off = static_cast<size_t>(kCodeBytes) * kLaneGroup * group + 16 * lane;
+    } else if (lane < kCodeChunks + kHighChunks) {
+      off = kHighOffset + static_cast<size_t>(kHighBytes) * kLaneGroup * group +
+            16 * (lane - kCodeChunks);
+    } else if (lane == kCodeChunks + kHighChunks) {
+      off = kScaleOffset + 16 * group;
+    } else {
+      return;
+    }
+    platform::StoreRemote16(row + off, *reinterpret_cast<const Vec16*>(stage + off));
+  }
+
+  // Stages the segment's kA rows in shared memory (collective over the
+  // block's lane groups; each group touches only its own bytes).
+  QR_DEVICE_INLINE static void Stage(const Vec16 (&raw)[kA], char* stage, int tid) {
+    platform::WarpSync();  // earlier copies out of `stage` are done
+#pragma unroll
+    for (int k = 0; k < kA; ++k) StageAtom(raw[k], stage + k * kRowBytes, tid);
+    platform::WarpSync();
+  }
+
+  QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid, char* stage) {
+    Stage(raw, stage, tid);
+#pragma unroll
+    for (int k = 0; k < kA; ++k) CopyOut(stage + k * kRowBytes, dst + k * kRowBytes, tid);
+  }
+
+  // The same segment to kN destinations, encoded once.
+  template <int kN>
+  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
+                                           int tid, char* stage) {
+    Stage(raw, stage, tid);
+#pragma unroll
+    for (int r = 0; r < kN; ++r) {
+#pragma unroll
+      for (int k = 0; k < kA; ++k) CopyOut(stage + k * kRowBytes, dst[r] + k * kRowBytes, tid);
+    }
   }
 
   QR_DEVICE_INLINE static void DecodeAtom(const char* row, int tid, float (&v)[8]) {
@@ -235,24 +248,9 @@ struct IntCodec {
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      v[j] = platform::MulRn(static_cast<float>(static_cast<int>(u[j]) - kQ), d);
-    }
-  }
-
-  QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) StoreAtom(EncodeAtom(raw[k], tid), dst + k * kRowBytes, tid);
-  }
-
-  // The same segment to kN destinations, encoded once.
-  template <int kN>
-  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
-                                           int tid) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      const Encoded e = EncodeAtom(raw[k], tid);
-#pragma unroll
-      for (int r = 0; r < kN; ++r) StoreAtom(e, dst[r] + k * kRowBytes, tid);
+      // (float)(u - Q), exactly, through the same magic constant.
+      const float k = platform::AddRn(__uint_as_float(kMagicBits - kQ + u[j]), -kMagic);
+      v[j] = platform::MulRn(k, d);
     }
   }
 

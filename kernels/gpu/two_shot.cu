@@ -26,6 +26,8 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
   // A rank that gave up drains every later call at once (sticky error). One
   // thread reads the flag (device memory) for the whole block.
   __shared__ uint32_t gave_up;
+  __shared__ uint4 stage_words[kTwoShotStageBytes / 16];  // 16-byte aligned
+  char* stage = reinterpret_cast<char*>(stage_words);
   if (threadIdx.x == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
       Vec16 seg[kA];
 #pragma unroll
       for (int k = 0; k < kA; ++k) seg[k] = atoms[r * kA + k];
-      C::Encode(seg, p.buffers[r] + p.data1 + slot + p.rank * C::kSegWireBytes, tid);
+      C::Encode(seg, p.buffers[r] + p.data1 + slot + p.rank * C::kSegWireBytes, tid, stage);
     }
     SignalAll<kWs>(p.flags1, colour, p);
     if (!WaitAll<kWs>(my_flags1, colour, p)) return;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
     char* dst2[kWs];
 #pragma unroll
     for (int r = 0; r < kWs; ++r) dst2[r] = p.buffers[r] + p.data2 + slot + p.rank * C::kSegWireBytes;
-    C::template EncodeToAll<kWs>(reduced, dst2, tid);
+    C::template EncodeToAll<kWs>(reduced, dst2, tid, stage);
     SignalAll<kWs>(p.flags2, colour, p);
     if (!WaitAll<kWs>(my_flags2, colour, p)) return;
 

@@ -103,6 +103,18 @@ QR_DEVICE_INLINE void LoadShared64(const void* p, uint32_t& lo, uint32_t& hi) {
 
 #endif
 
+// Orders shared-memory accesses among the lanes of one warp/wavefront:
+// what a lane wrote before is visible to the others after.
+QR_DEVICE_INLINE void WarpSync() {
+#if QR_PLATFORM_CUDA
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#endif
+}
+
 // Value of `v` in lane `src` of the same group of `width` lanes (all lanes
 // of the group must call it).
 QR_DEVICE_INLINE uint32_t ShuffleU32(uint32_t v, int src, int width) {
