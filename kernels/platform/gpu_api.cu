@@ -178,13 +178,19 @@ void IpcCloseHandle(void* device_ptr) {
   if (device_ptr != nullptr) Warn(hipIpcCloseMemHandle(device_ptr), "hipIpcCloseMemHandle");
 }
 
+// hipMemcpy from pageable memory may return before the DMA lands, and
+// hipMemset is asynchronous; kernels on non-blocking streams are not ordered
+// after either. Waiting for the legacy default stream (not for other
+// streams, which may hold a waiting kernel) makes both complete on return.
 Status Memcpy(void* dst, const void* src, size_t bytes) {
   QR_GPU_RETURN_IF_ERROR(hipMemcpy(dst, src, bytes, hipMemcpyDefault));
+  QR_GPU_RETURN_IF_ERROR(hipStreamSynchronize(nullptr));
   return OkStatus();
 }
 
 Status Memset(void* dst, int value, size_t bytes) {
   QR_GPU_RETURN_IF_ERROR(hipMemset(dst, value, bytes));
+  QR_GPU_RETURN_IF_ERROR(hipStreamSynchronize(nullptr));
   return OkStatus();
 }
 

@@ -58,7 +58,8 @@ void HostUnregister(void* host_ptr);
 [[nodiscard]] StatusOr<void*> IpcOpenHandle(const IpcHandle& handle);
 void IpcCloseHandle(void* device_ptr);
 
-// Synchronous copies/memset (any direction, unified addressing).
+// Copies/memset (any direction, unified addressing) that are complete on
+// return, also as seen by kernels on other (non-blocking) streams.
 [[nodiscard]] Status Memcpy(void* dst, const void* src, size_t bytes);
 [[nodiscard]] Status Memset(void* dst, int value, size_t bytes);
 [[nodiscard]] Status MemcpyAsync(void* dst, const void* src, size_t bytes, Stream stream);
