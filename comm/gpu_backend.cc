@@ -120,7 +120,7 @@ class GpuBackend final : public Backend {
     abort_registered_ = page;
     abort_dev_ = static_cast<const uint32_t*>(dev);
     group_ = &group;
-    return OkStatus();
+    return JoinBarrier();
   }
 
   Status AllReduce(const AllReduceCall& call) override {
@@ -173,6 +173,30 @@ class GpuBackend final : public Backend {
   }
 
  private:
+  // A 16-byte FP all-reduce on a private stream. Once it completes, every
+  // peer has written into this rank's buffer, so every peer has opened its
+  // handle: without it a rank that leaves right after joining could free its
+  // buffer before a slower peer opened it. Bounded like any call (a dead peer
+  // raises the abort word; QR_OP_TIMEOUT_MS otherwise).
+  Status JoinBarrier() {
+    QR_ASSIGN_OR_RETURN(void* scratch, gpu::Malloc(16));
+    auto stream = gpu::StreamCreate();
+    if (!stream.ok()) {
+      gpu::Free(scratch);
+      return stream.status();
+    }
+    Status s = gpu::MemsetAsync(scratch, 0, 16, *stream);
+    if (s.ok()) {
+      s = AllReduce(AllReduceCall{scratch, scratch, 8, DType::kFloat16, Codec::kFp,
+                                  /*cast_bf16_to_fp16=*/false, *stream});
+    }
+    if (s.ok()) s = gpu::StreamSynchronize(*stream);
+    gpu::StreamDestroy(*stream);
+    gpu::Free(scratch);
+    if (s.ok()) s = Check();
+    return s.WithContext("GPU join barrier");
+  }
+
   const int device_;
   const int rank_;
   const int ws_;
