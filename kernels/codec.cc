@@ -1,7 +1,6 @@
 #include "kernels/codec.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "common/status_macros.h"
 #include "kernels/float16.h"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/codec.h"
 #include "kernels/float16.h"
