@@ -28,8 +28,9 @@
 // Every rank decodes the same bytes for every output segment, so outputs are
 // bit-identical on all ranks (the owner also decodes its own re-encoding).
 //
-// All functions are pure except for the memory they write, thread-safe on
-// distinct outputs, and never allocate (scratch lives on the stack, < 40 KiB).
+// All functions are pure except for the memory they write and thread-safe on
+// distinct outputs. The step functions never allocate (scratch lives on the
+// stack, < 40 KiB); ReferenceAllReduce allocates its exchange buffers.
 #ifndef QR_KERNELS_TWO_SHOT_REFERENCE_H_
 #define QR_KERNELS_TWO_SHOT_REFERENCE_H_
 
