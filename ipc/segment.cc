@@ -58,24 +58,22 @@ std::string ReadField(const char* src, size_t src_bytes) {
 }
 
 GroupSegment::GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base,
-                           int world_size, int fd)
+                           int world_size, UniqueFd fd)
     : name_(std::move(name)),
-      fd_(fd),
+      fd_(std::move(fd)),
       mapping_(std::move(mapping)),
       base_(base),
       world_size_(world_size) {}
-
-GroupSegment::~GroupSegment() {
-  if (fd_ >= 0) ::close(fd_);
-}
 
 namespace {
 
 // A second descriptor of the object, for the record locks (Boost keeps its
 // own private).
-StatusOr<int> OpenForLocks(const std::string& name) {
-  return SysCall("shm_open " + name,
-                 [&] { return ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0); });
+StatusOr<UniqueFd> OpenForLocks(const std::string& name) {
+  QR_ASSIGN_OR_RETURN(int fd, SysCall("shm_open " + name, [&] {
+                        return ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+                      }));
+  return UniqueFd(fd);
 }
 
 }  // namespace
@@ -86,7 +84,7 @@ Status GroupSegment::Lock(off_t offset, const char* what) {
   fl.l_whence = SEEK_SET;
   fl.l_start = offset;
   fl.l_len = 1;
-  if (RetryOnEintr([&] { return ::fcntl(fd_, F_OFD_SETLK, &fl); }) == 0) return OkStatus();
+  if (RetryOnEintr([&] { return ::fcntl(fd_.get(), F_OFD_SETLK, &fl); }) == 0) return OkStatus();
   if (errno == EAGAIN || errno == EACCES) {
     return AlreadyExistsError(std::string(what) + " of " + name_ + " is held by a live process");
   }
@@ -99,7 +97,7 @@ bool GroupSegment::Held(off_t offset) const {
   fl.l_whence = SEEK_SET;
   fl.l_start = offset;
   fl.l_len = 1;
-  if (RetryOnEintr([&] { return ::fcntl(fd_, F_OFD_GETLK, &fl); }) != 0) return true;
+  if (RetryOnEintr([&] { return ::fcntl(fd_.get(), F_OFD_GETLK, &fl); }) != 0) return true;
   return fl.l_type != F_UNLCK;
 }
 
@@ -157,7 +155,7 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   CopyField(h->group, sizeof(h->group), p.group);
   CopyField(h->socket_path, sizeof(h->socket_path), p.socket_path);
   std::unique_ptr<GroupSegment> seg(
-      new GroupSegment(p.name, std::move(region), base, p.world_size, *fd));
+      new GroupSegment(p.name, std::move(region), base, p.world_size, std::move(*fd)));
   // Locked before the magic is visible, so no sweep ever sees it unowned.
   Status locked = seg->LockBroker();
   if (!locked.ok()) {
@@ -196,8 +194,9 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
   if (!ValidateWorldSize(ws).ok() || region->get_size() < SegmentBytes(ws)) {
     return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws));
   }
-  QR_ASSIGN_OR_RETURN(int fd, OpenForLocks(n));
-  return std::unique_ptr<GroupSegment>(new GroupSegment(n, std::move(region), base, ws, fd));
+  QR_ASSIGN_OR_RETURN(UniqueFd fd, OpenForLocks(n));
+  return std::unique_ptr<GroupSegment>(
+      new GroupSegment(n, std::move(region), base, ws, std::move(fd)));
 }
 
 Status GroupSegment::Remove(std::string_view name) {

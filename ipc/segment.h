@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace qr::ipc {
 
@@ -132,7 +133,7 @@ class GroupSegment {
   // Unlinks a shm object by name; OK if it did not exist.
   [[nodiscard]] static Status Remove(std::string_view name);
 
-  ~GroupSegment();
+  ~GroupSegment() = default;
   GroupSegment(const GroupSegment&) = delete;
   GroupSegment& operator=(const GroupSegment&) = delete;
 
@@ -160,12 +161,13 @@ class GroupSegment {
   bool InUse() const;
 
  private:
-  GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base, int world_size, int fd);
+  GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base, int world_size,
+               UniqueFd fd);
   Status Lock(off_t offset, const char* what);
   bool Held(off_t offset) const;
 
   std::string name_;
-  int fd_;                         // for the record locks; closed (dropping them) on destruction
+  UniqueFd fd_;                    // for the record locks; closed (dropping them) on destruction
   std::shared_ptr<void> mapping_;  // owns the Boost mapped_region
   void* base_;
   int world_size_;
