@@ -9,10 +9,10 @@
 // Start takes an exclusive flock on `<socket>.lock` (kAlreadyExists when
 // another broker holds it: with many racing starters exactly one wins),
 // removes stale shm objects whose owners are dead, adopts live groups left by
-// an earlier broker (watching their members by pid), and listens on the socket
-// (directory 0700 when it creates it, socket 0600). Peers of another uid are
-// refused (SO_PEERCRED). Single-threaded: everything runs on the io_context's
-// thread.
+// an earlier broker (watching their members by their slot locks), and listens
+// on the socket (directory 0700 when it creates it, socket 0600). Peers of
+// another uid are refused (SO_PEERCRED). Single-threaded: everything runs on
+// the io_context's thread.
 #ifndef QR_IPC_BROKER_SERVER_H_
 #define QR_IPC_BROKER_SERVER_H_
 
