@@ -308,9 +308,11 @@ StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size
   *consumed = 0;
   // Check the magic as soon as it is there so garbage is refused before the
   // peer has sent a whole header.
-  uint32_t magic = 0;
-  std::memcpy(&magic, data, std::min<size_t>(size, 4));
-  if (size >= 4 && magic != kWireMagic) return InvalidArgumentError("bad frame magic");
+  if (size >= 4) {
+    uint32_t magic = 0;
+    std::memcpy(&magic, data, 4);
+    if (magic != kWireMagic) return InvalidArgumentError("bad frame magic");
+  }
   if (size < kFrameHeaderBytes) return std::optional<Message>();
   uint16_t version = 0, type = 0;
   uint32_t payload = 0;
