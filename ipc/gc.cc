@@ -48,10 +48,8 @@ const std::string* OwnerOf(const std::string& obj, const std::vector<std::string
   return best;
 }
 
-}  // namespace
-
 // Names ("/...") of shm objects starting with prefix ("/..."), sorted.
-static std::vector<std::string> ListWithPrefix(const std::string& slash_prefix) {
+std::vector<std::string> ListWithPrefix(const std::string& slash_prefix) {
   std::vector<std::string> out;
   std::string prefix = slash_prefix.substr(1);
   DIR* dir = ::opendir(kShmDir);
@@ -63,6 +61,8 @@ static std::vector<std::string> ListWithPrefix(const std::string& slash_prefix) 
   std::sort(out.begin(), out.end());
   return out;
 }
+
+}  // namespace
 
 std::vector<std::string> ListUserObjects(uint32_t uid) { return ListWithPrefix(UserPrefix(uid)); }
 
@@ -117,10 +117,9 @@ Status RemoveGroupObjects(std::string_view segment_name) {
   std::vector<std::string> objects = ListWithPrefix(seg + "-");
   std::vector<std::string> segments = {seg};
   for (const std::string& name : objects) {
-    if (StartsWith(name, seg + "-") && GroupSegment::Open(name).ok()) segments.push_back(name);
+    if (GroupSegment::Open(name).ok()) segments.push_back(name);
   }
   for (const std::string& name : objects) {
-    if (!StartsWith(name, seg + "-")) continue;
     const std::string* owner = OwnerOf(name, segments);
     if (owner == nullptr || *owner != seg) continue;
     Status r = GroupSegment::Remove(name);
@@ -156,7 +155,9 @@ Status RemoveStaleSocket(const std::string& socket_path, bool* removed) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+  if (RetryOnEintr([&] {
+        return ::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      }) == 0) {
     return OkStatus();  // something answers: not ours to remove
   }
   if (errno == ECONNREFUSED && ::unlink(socket_path.c_str()) == 0) *removed = true;
