@@ -143,9 +143,11 @@ Status RemoveStaleSocket(const std::string& socket_path, bool* removed) {
       if (errno == EWOULDBLOCK) return OkStatus();  // a broker is alive
       return ErrnoToStatus(errno, "flock " + lock_path);
     }
-    // We hold the lock: no broker can be using the socket.
+    // We hold the lock: no broker can be using the socket. The lock file
+    // stays: a broker starting now may have opened it already, and if it were
+    // unlinked that broker would lock the orphaned file while the next one
+    // creates and locks a new one: two brokers on one socket.
     if (::unlink(socket_path.c_str()) == 0) *removed = true;
-    ::unlink(lock_path.c_str());
     return OkStatus();
   }
   struct stat st {};

@@ -42,8 +42,8 @@ SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& 
 // above). Errors name the objects that could not be removed.
 [[nodiscard]] Status RemoveGroupObjects(std::string_view segment_name);
 
-// Removes socket_path and its lock file when no broker holds the lock (the
-// broker that made them is dead). *removed says whether a socket was removed.
+// Removes socket_path when no broker holds its lock (the broker that made it
+// is dead). The lock file stays: brokers serialise on it. *removed says whether a socket was removed.
 // OK when there is nothing to do.
 [[nodiscard]] Status RemoveStaleSocket(const std::string& socket_path, bool* removed);
 
