@@ -106,12 +106,18 @@ Status StartBroker(const std::string& socket_path) {
     ::setsid();
     pid_t grandchild = ::fork();
     if (grandchild != 0) ::_exit(grandchild < 0 ? 1 : 0);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     if (log_fd >= 0) {
       ::dup2(log_fd, 1);
       ::dup2(log_fd, 2);
+    }
+    // The daemon outlives the caller: it must not keep the caller's
+    // descriptors (pipes a parent waits on for EOF, sockets, files) open.
+    // Close-on-exec rather than closed, so `wr` can still report a failed exec.
+    if (::close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
+      for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
     ::execvp(argv[0], argv.data());
     int err = errno;

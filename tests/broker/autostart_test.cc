@@ -1,6 +1,7 @@
 // Autostart: 8 clients start at once with no broker; exactly one broker wins
 // and all 8 form one group through it.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,6 +40,21 @@ std::vector<pid_t> BrokersFor(const std::string& socket) {
   return pids;
 }
 
+// How many of pid's descriptors refer to `target` (a path, as /proc shows it).
+int CountFdsTo(pid_t pid, const std::string& target) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    char link[4096];
+    ssize_t len = ::readlink((dir + "/" + e->d_name).c_str(), link, sizeof(link));
+    n += len > 0 && std::string(link, static_cast<size_t>(len)) == target;
+  }
+  ::closedir(d);
+  return n;
+}
+
 int CountLines(const std::string& path, const std::string& needle) {
   std::ifstream f(path);
   std::string line;
@@ -58,6 +74,11 @@ TEST(AutostartTest, EightRacingClientsStartExactlyOneBroker) {
     }
   } reaper{socket};
   ::setenv("QR_BROKER_BIN", BrokerBinary().c_str(), 1);
+  // A descriptor of the clients (inherited, not close-on-exec) that the
+  // daemon they start must not keep open.
+  const std::string marker = dir.path() + "/client-marker";
+  int marker_fd = ::open(marker.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(marker_fd, 0);
   const std::string group = UniqueGroup("race");
   Pipe pipe;
   std::vector<pid_t> kids;
@@ -97,6 +118,9 @@ TEST(AutostartTest, EightRacingClientsStartExactlyOneBroker) {
   // Losers exit at once; only the winner keeps serving the socket.
   EXPECT_TRUE(WaitFor([&] { return BrokersFor(socket) == std::vector<pid_t>{winner}; },
                       std::chrono::seconds(3)));
+  ::close(marker_fd);
+  EXPECT_EQ(CountFdsTo(winner, marker), 0) << "the broker kept a client's descriptor";
+  EXPECT_EQ(CountFdsTo(winner, log), 2) << "stdout and stderr only";
   EXPECT_EQ(CountLines(log, "listening on"), 1);
   int losers = CountLines(log, "another broker is running");
   std::printf("8 racing clients: broker pid %d won, %d started brokers lost\n", winner, losers);
