@@ -19,12 +19,6 @@ namespace {
 // normally wins, and a vanished broker still cannot hang the caller.
 constexpr std::chrono::milliseconds kClientGrace{2000};
 
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + s + "]";
-}
-
 Status FromError(const ErrorReply& e) {
   return Status(StatusCodeFromInt(e.code).value_or(StatusCode::kInternal), e.message);
 }
@@ -35,6 +29,17 @@ std::string Unexpected(const Message& m, const char* when) {
 }
 
 }  // namespace
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+std::string MissingRanksText(const std::vector<int>& absent, const std::vector<int>& unpublished) {
+  return "ranks " + RankList(absent) + " never joined, ranks " + RankList(unpublished) +
+         " joined but did not publish";
+}
 
 StatusOr<bool> AutostartFromEnv() { return EnvBool({"QR_BROKER_AUTOSTART"}, true); }
 
@@ -180,9 +185,8 @@ Status GroupMembership::MissingRanksTimeout() const {
     if (LoadAcquire(&segment_->slot(r)->published) != 0) continue;
     (LoadAcquire(&h->joined_pid[r]) == 0 ? absent : unpublished).push_back(r);
   }
-  return TimeoutError("group " + group_ + " not READY in time: ranks " + RankList(absent) +
-                      " never joined, ranks " + RankList(unpublished) +
-                      " joined but did not publish");
+  return TimeoutError("group " + group_ +
+                      " not READY in time: " + MissingRanksText(absent, unpublished));
 }
 
 std::vector<MemberInfo> GroupMembership::Members() const {

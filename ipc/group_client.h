@@ -58,6 +58,8 @@ inline constexpr std::string_view kDeviceHost = "host";
 // Codecs counted per member for qrctl, indexed by qr_regime (FP, INT8, INT6,
 // INT4, INT3).
 inline constexpr int kNumCodecs = 5;
+// Their names, as qrctl and the broker's status document spell them.
+inline constexpr const char* kCodecNames[kNumCodecs] = {"FP", "INT8", "INT6", "INT4", "INT3"};
 
 struct MemberInfo {
   int rank = -1;
@@ -86,6 +88,12 @@ struct JoinParams {
   // Callers usually set this from $QR_BROKER_AUTOSTART (default on).
   bool autostart = true;
 };
+
+// "[0, 3]": ranks as messages list them.
+std::string RankList(const std::vector<int>& ranks);
+// What a join timeout says, from the broker and from a client alike: "ranks
+// [..] never joined, ranks [..] joined but did not publish".
+std::string MissingRanksText(const std::vector<int>& absent, const std::vector<int>& unpublished);
 
 // Reads $QR_BROKER_AUTOSTART (default true). kInvalidArgument naming the
 // variable for a bad value.

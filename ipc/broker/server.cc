@@ -34,13 +34,6 @@ namespace {
 
 constexpr std::chrono::seconds kCloseLinger{2};
 constexpr size_t kMaxQueuedBytes = 4 << 20;
-constexpr const char* kCodecNames[ipc::kNumCodecs] = {"FP", "INT8", "INT6", "INT4", "INT3"};
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + s + "]";
-}
 
 double SecondsSince(uint64_t unix_ms) {
   uint64_t now = ipc::NowUnixMs();
@@ -442,8 +435,7 @@ void Server::Tick() {
         auto& m = g.members[static_cast<size_t>(r)];
         if (!m.has_value() || !m->session || now < m->deadline) continue;
         std::string msg = g.Describe() + " not READY after " + std::to_string(m->timeout_ms) +
-                          " ms: ranks " + RankList(absent) + " never joined, ranks " +
-                          RankList(unpublished) + " joined but did not publish";
+                          " ms: " + ipc::MissingRanksText(absent, unpublished);
         spdlog::warn("rank {} (pid {}) timed out: {}", r, m->pid, msg);
         std::shared_ptr<Session> s = m->session;
         s->group.clear();
@@ -751,8 +743,8 @@ std::string Server::StatusJson() const {
       attached.push_back(r);
       json ops = json::object(), bytes = json::object();
       for (int c = 0; c < ipc::kNumCodecs; ++c) {
-        ops[kCodecNames[c]] = __atomic_load_n(&slot->ops[c], __ATOMIC_RELAXED);
-        bytes[kCodecNames[c]] = __atomic_load_n(&slot->bytes[c], __ATOMIC_RELAXED);
+        ops[ipc::kCodecNames[c]] = __atomic_load_n(&slot->ops[c], __ATOMIC_RELAXED);
+        bytes[ipc::kCodecNames[c]] = __atomic_load_n(&slot->bytes[c], __ATOMIC_RELAXED);
       }
       uint64_t progress = __atomic_load_n(&slot->last_progress_unix_ms, __ATOMIC_RELAXED);
       json member = {
@@ -783,7 +775,7 @@ std::string Server::StatusJson() const {
            {"remedy",
             "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
             "attached: " +
-                RankList(attached) +
+                ipc::RankList(attached) +
                 "); restart the job; the name "
                 "can be joined again once every member has left"}});
     } else if (state == static_cast<uint32_t>(GroupState::kInit) &&
@@ -793,7 +785,7 @@ std::string Server::StatusJson() const {
            {"group", g.name},
            {"message", g.Describe() + " has waited " +
                            std::to_string(static_cast<int>(SecondsSince(h->created_unix_ms))) +
-                           " s for ranks " + RankList(missing)},
+                           " s for ranks " + ipc::RankList(missing)},
            {"remedy",
             "start the missing ranks, or check that every rank uses the same group "
             "name and world size; joins time out after their join timeout"}});
