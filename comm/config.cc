@@ -1,12 +1,16 @@
 #include "comm/config.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/env.h"
 #include "common/status_macros.h"
+#include "common/syscall.h"
+#include "common/unique_fd.h"
 
 namespace qr {
 namespace {
@@ -28,6 +32,24 @@ Status TableError(std::string_view source, int line, const std::string& what) {
                               std::to_string(line) + ": " + what +
                               " (allowed: '<fp16|bf16> ws<2|4|8>' and 5 sizes in MiB for FP, "
                               "INT8, INT6, INT4, INT3)");
+}
+
+// The whole file. A directory fails here (EISDIR) rather than reading as an
+// empty table.
+StatusOr<std::string> ReadFile(const std::string& path) {
+  QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + path, [&] {
+                        return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+                      }));
+  UniqueFd fd(raw);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    QR_ASSIGN_OR_RETURN(ssize_t n, SysCall("read " + path, [&] {
+                          return ::read(fd.get(), buf, sizeof(buf));
+                        }));
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace
@@ -115,14 +137,12 @@ StatusOr<Config> LoadConfigFromEnv() {
   QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
   if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
   if (auto table_path = LookupEnv(kMinSizeTable)) {
-    std::ifstream file(table_path->value);
-    std::stringstream text;
-    text << file.rdbuf();
-    if (!file.good()) {
-      return InvalidArgumentError("QR_MIN_SIZE_TABLE=" + table_path->value +
-                                  " cannot be read (allowed: a readable table file)");
+    StatusOr<std::string> text = ReadFile(table_path->value);
+    if (!text.ok()) {
+      return InvalidArgumentError("QR_MIN_SIZE_TABLE=" + table_path->value + " cannot be read (" +
+                                  text.status().message() + ") (allowed: a readable table file)");
     }
-    QR_ASSIGN_OR_RETURN(config.min_size_table, ParseMinSizeTable(text.str(), table_path->value));
+    QR_ASSIGN_OR_RETURN(config.min_size_table, ParseMinSizeTable(*text, table_path->value));
   }
   return config;
 }

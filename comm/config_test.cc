@@ -151,6 +151,11 @@ TEST_F(ConfigTest, MinSizeTableFileReplacesRows) {
   EXPECT_THAT(LoadConfigFromEnv().status(),
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("QR_MIN_SIZE_TABLE"), HasSubstr("cannot be read"))));
+  // A directory opens but is no table: an error, not an empty table.
+  Set("QR_MIN_SIZE_TABLE", std::getenv("TEST_TMPDIR"));
+  EXPECT_THAT(LoadConfigFromEnv().status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("QR_MIN_SIZE_TABLE"), HasSubstr("cannot be read"))));
 }
 
 TEST(MinSizeTableTest, MalformedRowsNameTheLine) {
