@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/config.h"
 #include "comm/quickreduce.h"
 #include "common/status.h"
 
@@ -95,7 +96,7 @@ qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count, 
   qr::DType d;
   if (!ToDType(dtype, &d)) return Record(BadDType(dtype));
   const int r = static_cast<int>(regime);
-  if (r < QR_REGIME_FP || r > QR_REGIME_NONE) {
+  if (!qr::IsValidRegime(r)) {
     return Record(
         qr::InvalidArgumentError("regime " + std::to_string(r) + " is not a qr_regime (0..5)"));
   }

@@ -13,6 +13,7 @@
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
+#include "ipc/names.h"
 #include "kernels/two_shot_reference.h"
 
 namespace qr {
@@ -294,9 +295,7 @@ StatusOr<HostBackendOptions> HostBackendOptionsFromEnv() {
 
 StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
                                                      const HostBackendOptions& options) {
-  if (world_size != 2 && world_size != 4 && world_size != 8) {
-    return InvalidArgumentError("world size " + std::to_string(world_size) + " is not 2, 4 or 8");
-  }
+  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(world_size));
   if (rank < 0 || rank >= world_size) {
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(world_size) + ")");
