@@ -20,8 +20,6 @@ std::string& BrokerPath() {
   return path;
 }
 
-int test_counter = 0;
-
 }  // namespace
 
 std::string WorkerArgs::Get(const std::string& key, const std::string& fallback) const {
@@ -72,7 +70,6 @@ void E2eTest::SetUp() {
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string base = tmp != nullptr ? tmp : "/tmp";
   token_ = UniqueToken();
-  ++test_counter;
   dir_ = base + "/e2e-" + token_;
   ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0) << dir_ << ": " << std::strerror(errno);
   socket_ = dir_ + "/b.sock";

@@ -1,8 +1,6 @@
 #include "tests/e2e/process.h"
 
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,7 +14,7 @@
 #include <utility>
 
 #include "common/syscall.h"
-#include "common/unique_fd.h"
+#include "ipc/broker_client.h"
 
 extern char** environ;
 
@@ -134,20 +132,6 @@ void BrokerProcess::Stop() {
   pid_ = -1;
 }
 
-namespace {
-
-bool Connects(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return false;
-  struct sockaddr_un addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  return ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) == 0;
-}
-
-}  // namespace
-
 StatusOr<BrokerProcess> BrokerProcess::Start(const std::string& binary, const std::string& socket,
                                              const std::vector<std::string>& env) {
   BrokerProcess b;
@@ -156,7 +140,7 @@ StatusOr<BrokerProcess> BrokerProcess::Start(const std::string& binary, const st
   if (!pid.ok()) return pid.status();
   b.pid_ = *pid;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!Connects(socket)) {
+  while (!ipc::BrokerConnection::Connect(socket).ok()) {
     if (WaitExit(b.pid_, std::chrono::milliseconds(0)).ok()) {
       b.pid_ = -1;
       return UnavailableError("broker " + binary + " exited at start");

@@ -1,4 +1,4 @@
-// Child processes for end-to-end tests and the demo: fork+exec (never a bare
+// Child processes for end-to-end and GPU tests: fork+exec (never a bare
 // fork: a GPU process must not fork after initialising the runtime), bounded
 // waits for exit, and a broker started for one test and stopped after it.
 #ifndef QR_TESTS_E2E_PROCESS_H_
