@@ -9,8 +9,6 @@
 //   ./bazelw run //:demo                      # 2 workers
 //   ./bazelw run //:demo -- --world-size 4
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,11 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "comm/config.h"
 #include "comm/quickreduce.h"
-#include "common/env.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/unique_fd.h"
+#include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
@@ -122,16 +120,6 @@ std::string SelfExe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-bool BrokerAnswers(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  struct sockaddr_un addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  return fd.valid() &&
-         ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) == 0;
-}
-
 // Under `bazel run` the broker is in the runfiles, not beside this binary:
 // point autostart at it unless the user already chose one.
 void FindBrokerBinary(const std::string& self) {
@@ -159,7 +147,7 @@ int Launch(const Flags& f, const std::string& self) {
     return 2;
   }
   FindBrokerBinary(self);
-  const bool running = BrokerAnswers(*socket);
+  const bool running = ipc::BrokerConnection::Connect(*socket).ok();
   // fork+exec below: initialising the GPU runtime here is fine, the children
   // start afresh.
   const int gpus = f.device == "host" ? 0 : gpu::DeviceCount();
@@ -327,9 +315,9 @@ int Work(const Flags& f) {
     std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
     return 2;
   }
-  StatusOr<bool> cast_env =
-      EnvBool({"QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"}, true);
-  const bool cast = cast_env.ok() ? *cast_env : true;
+  // The join read the same configuration, so it parses.
+  StatusOr<Config> config = LoadConfigFromEnv();
+  const bool cast = config.ok() ? config->cast_bf16_to_fp16 : true;
   if (lead) {
     std::printf(
         "qr-demo: joined (%s backend%s); checking every output against the host\n"
