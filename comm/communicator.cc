@@ -31,10 +31,15 @@ struct Communicator::Impl {
   Status sticky;  // first data-path failure
   bool left = false;
 
-  Status Health() {
+  // Every group failure raises the abort word before the broker tells anyone,
+  // so the per-call check reads that word and leaves the broker connection
+  // (a poll() per call) to Check() and to the moment the word is up.
+  Status Health(bool poll_broker) {
     if (!sticky.ok()) return sticky;
     Status s = backend->Check();
-    if (s.ok()) s = group->Check();
+    if (s.ok() && (poll_broker || __atomic_load_n(group->abort_word(), __ATOMIC_ACQUIRE) != 0)) {
+      s = group->Check();
+    }
     if (!s.ok()) sticky = s;
     return s;
   }
@@ -188,7 +193,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   if (in != out && Overlap(in, out, bytes)) {
     return InvalidArgumentError("all_reduce: in and out overlap without being equal");
   }
-  QR_RETURN_IF_ERROR(Health());
+  QR_RETURN_IF_ERROR(Health(/*poll_broker=*/false));
 
   AllReduceCall call;
   call.in = in;
@@ -209,7 +214,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
 
 Status Communicator::Check() {
   if (impl_->left) return InvalidArgumentError("check: the communicator has left its group");
-  return impl_->Health();
+  return impl_->Health(/*poll_broker=*/true);
 }
 
 Status Communicator::Leave() {
