@@ -84,10 +84,6 @@ class Backend {
   [[nodiscard]] virtual Status Check() = 0;
 };
 
-// comm/gpu_backend.h (GPU engineer):
-//   StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank,
-//                                                       int world_size);
-
 }  // namespace qr
 
 #endif  // QR_COMM_BACKEND_H_
