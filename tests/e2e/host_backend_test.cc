@@ -9,21 +9,16 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
-#include "tests/e2e/process.h"
-#include "tests/util/status_matchers.h"
+#include "tests/e2e/harness.h"
 #include "tools/qr_demo_lib.h"
 
 namespace qr::testing {
 namespace {
-
-std::string broker_binary;
 
 struct Member {
   std::unique_ptr<ipc::GroupMembership> group;
@@ -56,9 +51,10 @@ int Fail(int rank, const char* what, const Status& s) {
   return 1;
 }
 
-// argv: worker group rank ws
-int RepeatWorker(const std::string& group, int rank, int ws) {
-  auto m = JoinHost(group, rank, ws, 30000);
+int RepeatWorker(const WorkerArgs& a) {
+  const int rank = a.rank();
+  const int ws = a.world_size();
+  auto m = JoinHost(a.group(), rank, ws, 30000);
   if (!m.ok()) return Fail(rank, "join", m.status());
   int call = 0;
   // Sizes cross the 64-tile round boundary and shrink again, so stale flags
@@ -98,8 +94,9 @@ int RepeatWorker(const std::string& group, int rank, int ws) {
 
 // Rank 1 never calls; rank 0 must give up at its op timeout with kTimeout,
 // and raise the abort so that rank 1 sees the group fail.
-int TimeoutWorker(const std::string& group, int rank, int ws) {
-  auto m = JoinHost(group, rank, ws, 300);
+int TimeoutWorker(const WorkerArgs& a) {
+  const int rank = a.rank();
+  auto m = JoinHost(a.group(), rank, a.world_size(), 300);
   if (!m.ok()) return Fail(rank, "join", m.status());
   if (rank == 0) {
     std::vector<uint16_t> buf(4096);
@@ -124,56 +121,23 @@ int TimeoutWorker(const std::string& group, int rank, int ws) {
   return 0;
 }
 
-class HostBackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    token_ = UniqueToken();
-    socket_ = "/tmp/qr-hb-" + token_ + ".sock";
-    ::setenv("QR_BROKER_SOCKET", socket_.c_str(), 1);
-    auto b = BrokerProcess::Start(broker_binary, socket_);
-    ASSERT_TRUE(b.ok()) << b.status();
-    broker_ = std::move(b).value();
-  }
-  void TearDown() override {
-    broker_.Stop();
-    ::unlink(socket_.c_str());
-    ::unlink((socket_ + ".lock").c_str());
-  }
-  void Run(const char* worker, int ws) {
-    const std::string group = std::string(worker) + "-" + token_;
-    std::vector<pid_t> pids;
-    for (int r = 0; r < ws; ++r) {
-      auto pid = Spawn({SelfExe(), "--worker", worker, group, std::to_string(r), std::to_string(ws),
-                        broker_binary});
-      ASSERT_TRUE(pid.ok()) << pid.status();
-      pids.push_back(*pid);
-    }
-    std::vector<int> codes = WaitAll(pids, std::chrono::seconds(200));
-    for (int r = 0; r < ws; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
-  }
+class HostBackendTest : public E2eTest {};
 
-  std::string socket_;
-  std::string token_;
-  BrokerProcess broker_;
-};
-
-TEST_F(HostBackendTest, RepeatedCallsAreBitIdenticalToReferenceWs2) { Run("repeat", 2); }
-TEST_F(HostBackendTest, RepeatedCallsAreBitIdenticalToReferenceWs4) { Run("repeat", 4); }
-TEST_F(HostBackendTest, TimedOutWaitRaisesGroupAbort) { Run("timeout", 2); }
+TEST_F(HostBackendTest, RepeatedCallsAreBitIdenticalToReferenceWs2) {
+  RunWorkers("repeat", 2, {}, std::chrono::seconds(200));
+}
+TEST_F(HostBackendTest, RepeatedCallsAreBitIdenticalToReferenceWs4) {
+  RunWorkers("repeat", 4, {}, std::chrono::seconds(200));
+}
+TEST_F(HostBackendTest, TimedOutWaitRaisesGroupAbort) {
+  RunWorkers("timeout", 2, {}, std::chrono::seconds(200));
+}
 
 }  // namespace
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  if (argc >= 7 && std::strcmp(argv[1], "--worker") == 0) {
-    const std::string worker = argv[2];
-    const int rank = std::atoi(argv[4]);
-    const int ws = std::atoi(argv[5]);
-    if (worker == "repeat") return qr::testing::RepeatWorker(argv[3], rank, ws);
-    if (worker == "timeout") return qr::testing::TimeoutWorker(argv[3], rank, ws);
-    return 64;
-  }
-  if (argc >= 2) qr::testing::broker_binary = argv[argc - 1];
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return qr::testing::E2eMain(
+      argc, argv,
+      {{"repeat", &qr::testing::RepeatWorker}, {"timeout", &qr::testing::TimeoutWorker}});
 }
