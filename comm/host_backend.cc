@@ -1,7 +1,6 @@
 #include "comm/host_backend.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -22,7 +21,7 @@ namespace {
 namespace k = ::qr::kernels;
 
 constexpr uint64_t kMagic = 0x5152484f53543031ULL;  // "QRHOST01"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kPage = 4096;
 
 struct SegmentHeader {
@@ -30,7 +29,6 @@ struct SegmentHeader {
   uint32_t version;
   uint32_t world_size;
   uint64_t num_slots;
-  int64_t owner_pid;
 };
 
 // One per (phase, source rank), written only by that source. `call` describes
@@ -108,7 +106,6 @@ class HostBackend final : public Backend {
     h->version = kLayoutVersion;
     h->world_size = static_cast<uint32_t>(world_size_);
     h->num_slots = kHostSlots;
-    h->owner_pid = ::getpid();
     return OkStatus();
   }
 
