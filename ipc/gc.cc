@@ -17,7 +17,6 @@
 #include "common/unique_fd.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
-#include "spdlog/spdlog.h"
 
 namespace qr::ipc {
 namespace {
