@@ -12,14 +12,13 @@
 #include "CLI/CLI.hpp"
 #include "ipc/broker_client.h"
 #include "ipc/gc.h"
+#include "ipc/group_client.h"
 #include "ipc/names.h"
 
 namespace qr::tools {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kCodecs[] = {"FP", "INT8", "INT6", "INT4", "INT3"};
 
 std::string Duration(double s) {
   std::ostringstream o;
@@ -54,7 +53,7 @@ std::string Bytes(uint64_t b) {
 
 std::string Codecs(const json& counters, bool bytes) {
   std::string s;
-  for (const char* c : kCodecs) {
+  for (const char* c : ipc::kCodecNames) {
     uint64_t v = counters.value(c, uint64_t{0});
     if (v == 0) continue;
     s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? Bytes(v) : std::to_string(v));
