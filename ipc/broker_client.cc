@@ -215,7 +215,7 @@ StatusOr<std::string> QueryStatus(const std::string& socket_path,
       continue;
     }
     if (auto* e = std::get_if<ErrorReply>(&reply)) {
-      return Status(*StatusCodeFromInt(e->code), e->message);
+      return StatusOf(*e);
     }
     return InternalError(std::string("unexpected ") +
                          MessageTypeName(static_cast<uint16_t>(TypeOf(reply))) +

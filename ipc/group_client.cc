@@ -19,10 +19,6 @@ namespace {
 // normally wins, and a vanished broker still cannot hang the caller.
 constexpr std::chrono::milliseconds kClientGrace{2000};
 
-Status FromError(const ErrorReply& e) {
-  return Status(StatusCodeFromInt(e.code).value_or(StatusCode::kInternal), e.message);
-}
-
 std::string Unexpected(const Message& m, const char* when) {
   return std::string("unexpected ") + MessageTypeName(static_cast<uint16_t>(TypeOf(m))) + " " +
          when;
@@ -90,7 +86,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   }
   if (auto* e = std::get_if<ErrorReply>(&*reply)) {
     m->left_ = true;
-    return FromError(*e);
+    return StatusOf(*e);
   }
   auto* ok = std::get_if<JoinOk>(&*reply);
   if (ok == nullptr) {
@@ -162,7 +158,7 @@ Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline
       return failure_;
     }
     if (auto* e = std::get_if<ErrorReply>(&*msg)) {
-      Status s = FromError(*e);
+      Status s = StatusOf(*e);
       if (s.code() == StatusCode::kPeerFailed) failure_ = s;
       if (s.code() == StatusCode::kTimeout) {
         // The broker freed our rank with its answer; the slot says so too,

@@ -141,6 +141,15 @@ Status Validate(const Message& msg) {
 
 }  // namespace
 
+ErrorReply ErrorReplyFor(const Status& status) {
+  return ErrorReply{static_cast<uint32_t>(status.code()),
+                    status.message().substr(0, kMaxMessageBytes)};
+}
+
+Status StatusOf(const ErrorReply& e) {
+  return Status(StatusCodeFromInt(e.code).value_or(StatusCode::kInternal), e.message);
+}
+
 MessageType TypeOf(const Message& m) {
   static constexpr MessageType kTypes[] = {
       MessageType::kJoin,        MessageType::kPublished,   MessageType::kLeave,

@@ -112,6 +112,13 @@ struct ErrorReply {
   bool operator==(const ErrorReply& o) const { return code == o.code && message == o.message; }
 };
 
+// An error reply carrying `status` (not OK); the message is cut to
+// kMaxMessageBytes.
+ErrorReply ErrorReplyFor(const Status& status);
+// The Status an error reply carries (kInternal for a code this side does not
+// know).
+Status StatusOf(const ErrorReply& e);
+
 using Message =
     std::variant<JoinRequest, PublishedNotice, LeaveRequest, AbortRequest, StatusRequest, JoinOk,
                  ReadyNotice, GroupFailedNotice, LeaveOk, StatusReply, ErrorReply>;

@@ -156,6 +156,15 @@ TEST(WireTest, ErrorRepliesCarryRealCodes) {
   EXPECT_THAT(EncodeFrame(ErrorReply{99, "x"}), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(WireTest, ErrorReplyCarriesAStatusBothWays) {
+  ErrorReply e = ErrorReplyFor(TimeoutError(std::string(2000, 'x')));
+  EXPECT_EQ(e.code, static_cast<uint32_t>(StatusCode::kTimeout));
+  EXPECT_EQ(e.message.size(), kMaxMessageBytes);
+  ASSERT_OK(EncodeFrame(e).status());
+  EXPECT_THAT(StatusOf(e), StatusIs(StatusCode::kTimeout));
+  EXPECT_THAT(StatusOf(ErrorReply{99, "from a newer peer"}), StatusIs(StatusCode::kInternal));
+}
+
 TEST(WireTest, RandomBytesNeverCrashTheDecoder) {
   std::mt19937 rng(1234);
   for (int i = 0; i < 20000; ++i) {

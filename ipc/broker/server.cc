@@ -128,8 +128,7 @@ class Session : public std::enable_shared_from_this<Session> {
       auto m = ipc::TryDecodeFrame(in_.data(), in_.size(), &consumed);
       if (!m.ok()) {
         spdlog::warn("pid {}: bad frame: {}", pid, m.status().ToString());
-        Send(ipc::ErrorReply{static_cast<uint32_t>(m.status().code()),
-                             m.status().message().substr(0, ipc::kMaxMessageBytes)});
+        Send(ipc::ErrorReplyFor(m.status()));
         CloseAfterWrites();
         break;
       }
@@ -453,8 +452,7 @@ void Server::Tick() {
 }
 
 void Server::Refuse(const std::shared_ptr<Session>& s, const Status& status) {
-  s->Send(ipc::ErrorReply{static_cast<uint32_t>(status.code()),
-                          status.message().substr(0, ipc::kMaxMessageBytes)});
+  s->Send(ipc::ErrorReplyFor(status));
   s->CloseAfterWrites();
 }
 
