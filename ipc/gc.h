@@ -43,8 +43,8 @@ SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& 
 [[nodiscard]] Status RemoveGroupObjects(std::string_view segment_name);
 
 // Removes socket_path when no broker holds its lock (the broker that made it
-// is dead). The lock file stays: brokers serialise on it. *removed says whether a socket was removed.
-// OK when there is nothing to do.
+// is dead). The lock file stays: brokers serialise on it. *removed says
+// whether a socket was removed. OK when there is nothing to do.
 [[nodiscard]] Status RemoveStaleSocket(const std::string& socket_path, bool* removed);
 
 }  // namespace qr::ipc
