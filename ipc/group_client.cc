@@ -49,10 +49,7 @@ GroupMembership::~GroupMembership() {
 StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParams& p) {
   QR_RETURN_IF_ERROR(ValidateName("group name", p.group));
   QR_RETURN_IF_ERROR(ValidateWorldSize(p.world_size));
-  if (p.rank < 0 || p.rank >= p.world_size) {
-    return InvalidArgumentError("rank " + std::to_string(p.rank) + " is outside [0, " +
-                                std::to_string(p.world_size) + ")");
-  }
+  QR_RETURN_IF_ERROR(ValidateRank(p.rank, p.world_size));
   QR_RETURN_IF_ERROR(ValidateDeviceId(p.device_id));
   if (p.timeout.count() <= 0 || p.timeout > std::chrono::hours(24)) {
     return InvalidArgumentError("join timeout must be 1 ms to 24 h");

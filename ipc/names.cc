@@ -43,6 +43,12 @@ Status ValidateWorldSize(int world_size) {
   return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
 }
 
+Status ValidateRank(int64_t rank, int world_size) {
+  if (rank >= 0 && rank < world_size) return OkStatus();
+  return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
+                              std::to_string(world_size) + ")");
+}
+
 std::string UserPrefix(uint32_t uid) {
   return "/" + std::string(kSegmentPrefix) + std::to_string(uid) + "-";
 }

@@ -28,6 +28,8 @@ Status ValidateName(std::string_view what, std::string_view name);
 Status ValidateDeviceId(std::string_view device_id);
 // kInvalidArgument unless world_size is 2, 4 or 8.
 Status ValidateWorldSize(int world_size);
+// kInvalidArgument unless 0 <= rank < world_size.
+Status ValidateRank(int64_t rank, int world_size);
 
 // "/quickreduce-<uid>-" : the prefix of every object of this uid.
 std::string UserPrefix(uint32_t uid);

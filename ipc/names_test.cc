@@ -35,6 +35,14 @@ TEST(NamesTest, WorldSizesAreTwoFourEight) {
   }
 }
 
+TEST(NamesTest, RanksLieInsideTheWorld) {
+  EXPECT_OK(ValidateRank(0, 2));
+  EXPECT_OK(ValidateRank(7, 8));
+  EXPECT_THAT(ValidateRank(-1, 2), StatusIs(StatusCode::kInvalidArgument, HasSubstr("[0, 2)")));
+  EXPECT_THAT(ValidateRank(4, 4), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateRank(int64_t{1} << 32, 8), StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(NamesTest, DeviceIdsArePrintable) {
   EXPECT_OK(ValidateDeviceId("0000:1b:00.0"));
   EXPECT_OK(ValidateDeviceId("GPU-8f2a"));

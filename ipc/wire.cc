@@ -89,10 +89,7 @@ class Reader {
 Status ValidateJoin(const JoinRequest& m) {
   QR_RETURN_IF_ERROR(ValidateName("group name", m.group));
   QR_RETURN_IF_ERROR(ValidateWorldSize(static_cast<int>(m.world_size)));
-  if (m.rank >= m.world_size) {
-    return InvalidArgumentError("rank " + std::to_string(m.rank) + " is outside [0, " +
-                                std::to_string(m.world_size) + ")");
-  }
+  QR_RETURN_IF_ERROR(ValidateRank(m.rank, static_cast<int>(m.world_size)));
   QR_RETURN_IF_ERROR(ValidateDeviceId(m.device_id));
   if (m.buffer_bytes > kMaxBufferBytes) {
     return InvalidArgumentError("buffer bytes " + std::to_string(m.buffer_bytes) +
