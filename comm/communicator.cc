@@ -159,6 +159,8 @@ Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dt
 Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dtype, Regime regime,
                                bool cast, bool apply_threshold, void* stream) {
   if (left) return InvalidArgumentError("all_reduce: the communicator has left its group");
+  // DESIGN.md: count == 0 is a no-op returning OK, whatever the regime.
+  if (count == 0) return OkStatus();
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
     return InvalidArgumentError("all_reduce: dtype must be fp16 or bf16");
   }
@@ -171,7 +173,6 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
     return UnsupportedError("all_reduce: INT3 needs world size 2, this group has " +
                             std::to_string(options.world_size));
   }
-  if (count == 0) return OkStatus();
   if (in == nullptr || out == nullptr) {
     return InvalidArgumentError(std::string("all_reduce: ") + (in == nullptr ? "in" : "out") +
                                 " is NULL");

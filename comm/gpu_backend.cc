@@ -35,8 +35,9 @@ class GpuBackend final : public Backend {
     Status s = gpu::DeviceSynchronize();
     if (!s.ok()) spdlog::warn("GPU backend rank {}: {}", rank_, s.ToString());
     if (abort_registered_ != nullptr) gpu::HostUnregister(abort_registered_);
-    for (int r = 0; r < ws_; ++r) {
-      if (r != rank_ && peers_[r] != nullptr) gpu::IpcCloseHandle(peers_[r]);
+    // peers_ is empty when Init failed before filling it.
+    for (size_t r = 0; r < peers_.size(); ++r) {
+      if (static_cast<int>(r) != rank_ && peers_[r] != nullptr) gpu::IpcCloseHandle(peers_[r]);
     }
     gpu::Free(buffer_);
     gpu::Free(state_);

@@ -221,6 +221,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("QR_QUANTIZATION")));
     EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));  // no-op
+    EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kNone, false));  // no-op, any regime
     EXPECT_OK(c.Check());
     // Still in step with the other ranks.
     Case ok_case;
