@@ -4,12 +4,25 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/two_shot_reference.h"
+#include "kernels/types.h"
 #include "tests/util/status_matchers.h"
 
 namespace qr::kernels {
 namespace {
 
 using ::qr::testing::StatusIs;
+
+// The GPU launch API keeps its own names for the host reference's geometry and
+// codec numbers; they must never drift apart (bit-exactness and the C ABI).
+static_assert(kTwoShotTileBytes == static_cast<size_t>(kTileBytes));
+static_assert(kTwoShotSlotBytes == static_cast<size_t>(kSlotBytes));
+static_assert(kGpuMaxRanks == kMaxWorldSize);
+static_assert(static_cast<int>(GpuCodec::kFp) == static_cast<int>(Codec::kFp));
+static_assert(static_cast<int>(GpuCodec::kInt8) == static_cast<int>(Codec::kInt8));
+static_assert(static_cast<int>(GpuCodec::kInt6) == static_cast<int>(Codec::kInt6));
+static_assert(static_cast<int>(GpuCodec::kInt4) == static_cast<int>(Codec::kInt4));
+static_assert(static_cast<int>(GpuCodec::kInt3) == static_cast<int>(Codec::kInt3));
 
 TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
   const TwoShotLayout l = MakeTwoShotLayout(264);
