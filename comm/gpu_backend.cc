@@ -12,7 +12,7 @@
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
-#include "kernels/gpu/local_group.h"
+#include "kernels/gpu/max_blocks.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 

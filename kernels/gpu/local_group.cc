@@ -4,14 +4,10 @@
 #include <string>
 
 #include "common/status_macros.h"
+#include "kernels/gpu/max_blocks.h"
 #include "kernels/platform/gpu_api.h"
 
 namespace qr::kernels {
-
-StatusOr<int> DefaultMaxBlocks(int device) {
-  QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(device));
-  return sms * kTwoShotBlocksPerSm;
-}
 
 StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max_blocks) {
   const int n = gpu::DeviceCount();

@@ -71,9 +71,6 @@ class LocalGroup {
   void* abort_dev_ = nullptr;
 };
 
-// The grid cap the GPU backend uses for `device`.
-[[nodiscard]] StatusOr<int> DefaultMaxBlocks(int device);
-
 }  // namespace qr::kernels
 
 #endif  // QR_KERNELS_GPU_LOCAL_GROUP_H_

@@ -1,0 +1,14 @@
+#include "kernels/gpu/max_blocks.h"
+
+#include "common/status_macros.h"
+#include "kernels/gpu/two_shot.h"
+#include "kernels/platform/gpu_api.h"
+
+namespace qr::kernels {
+
+StatusOr<int> DefaultMaxBlocks(int device) {
+  QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(device));
+  return sms * kTwoShotBlocksPerSm;
+}
+
+}  // namespace qr::kernels
