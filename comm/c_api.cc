@@ -109,6 +109,11 @@ qr_status qr_check(qr_comm* c) {
   return Record(c->impl->Check());
 }
 
+qr_status qr_abort(qr_comm* c, const char* reason) {
+  if (c == nullptr) return Record(NullComm("qr_abort"));
+  return Record(c->impl->Abort(reason != nullptr ? reason : "qr_abort"));
+}
+
 qr_status qr_leave(qr_comm* c) {
   if (c == nullptr) return Record(qr::OkStatus());
   qr::Status s = c->impl->Leave();

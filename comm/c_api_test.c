@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
   o.group = "bad name!";
   EXPECT(qr_join(&o, &c) == QR_INVALID_ARGUMENT);
   EXPECT(qr_check(NULL) == QR_INVALID_ARGUMENT);
+  EXPECT(qr_abort(NULL, "x") == QR_INVALID_ARGUMENT);
   EXPECT(qr_leave(NULL) == QR_OK);
   EXPECT(qr_should_all_reduce(NULL, 1 << 20, QR_FLOAT16) == 0);
   EXPECT(qr_comm_rank(NULL) == -1);

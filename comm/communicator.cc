@@ -218,6 +218,16 @@ Status Communicator::Check() {
   return impl_->Health(/*poll_broker=*/true);
 }
 
+Status Communicator::Abort(std::string_view reason) {
+  if (impl_->left) return InvalidArgumentError("abort: the communicator has left its group");
+  QR_RETURN_IF_ERROR(impl_->group->RaiseAbort(reason));
+  if (impl_->sticky.ok()) {
+    impl_->sticky = PeerFailedError("rank " + std::to_string(impl_->options.rank) +
+                                    " aborted the group: " + std::string(reason));
+  }
+  return OkStatus();
+}
+
 Status Communicator::Leave() {
   if (impl_->left) return OkStatus();
   impl_->left = true;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "comm/config.h"
 #include "common/status.h"
@@ -72,6 +73,14 @@ class Communicator {
 
   // Never blocks: OK while healthy, else the sticky kPeerFailed / kTimeout.
   [[nodiscard]] Status Check();
+
+  // Fails the whole group now: raises its abort word (every peer's waits and
+  // kernels give up, their next call or Check returns kPeerFailed naming this
+  // rank and `reason`) and tells the broker, which marks the group FAILED.
+  // For a rank that hit a fatal error of its own; without it peers would wait
+  // out QR_OP_TIMEOUT_MS. This communicator's own state becomes kPeerFailed.
+  // kInvalidArgument after Leave.
+  [[nodiscard]] Status Abort(std::string_view reason);
 
   // Frees the data path (unlinking what this rank created) and leaves the
   // group. Idempotent. Returns the broker's error, if any; frees regardless.

@@ -11,7 +11,7 @@ if [[ -n "$others" ]]; then
   exit 1
 fi
 for sym in qr_join qr_should_all_reduce qr_all_reduce qr_all_reduce_ex qr_check qr_leave \
-           qr_last_error qr_status_name; do
+           qr_last_error qr_status_name qr_abort; do
   if ! echo "$defined" | grep -qx "$sym"; then
     echo "missing export: $sym" >&2
     exit 1

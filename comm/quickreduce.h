@@ -113,6 +113,14 @@ const char* qr_status_name(qr_status s);
 
 /* Additions beyond the fixed contract. */
 
+/* Fails the whole group at once, for a rank that hit a fatal error of its
+ * own: every peer's pending and later calls return QR_PEER_FAILED (their
+ * kernels and waits give up) with `reason` (may be NULL) in qr_last_error,
+ * and qrctl shows the group FAILED. Peers need not wait out QR_OP_TIMEOUT_MS.
+ * c stays valid and must still be freed with qr_leave.
+ * Returns QR_OK, or QR_INVALID_ARGUMENT for c == NULL. */
+qr_status qr_abort(qr_comm* c, const char* reason);
+
 /* The communicator's rank / world size; -1 for c == NULL. */
 int qr_comm_rank(const qr_comm* c);
 int qr_comm_world_size(const qr_comm* c);

@@ -327,6 +327,8 @@ int Work(const Flags& f) {
   }
   auto fail = [&](const char* what, const std::string& why) {
     std::fprintf(stderr, "\nqr-demo rank %d: %s: %s\n", rank, what, why.c_str());
+    // Fail the peers now rather than leaving them to time out in the next call.
+    qr_abort(comm, ("qr-demo rank " + std::to_string(rank) + " gave up at " + what).c_str());
     qr_leave(comm);
     return 3;
   };

@@ -2,7 +2,8 @@
 // of all-reduces makes every survivor's call fail with kPeerFailed within
 // 1 s (measured against the kill on the shared monotonic clock); survivors
 // then leave, and all ranks (a fresh process for the dead one) re-join the
-// same group name as a new generation that all-reduces correctly.
+// same group name as a new generation that all-reduces correctly. A rank
+// that calls Abort fails its peers the same way.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -88,7 +89,8 @@ int StreamWorker(const WorkerArgs& a) {
   }
   const int64_t failed_at = MonotonicNanos();
   if (!WriteFile(PathOf(a, "fail", a.rank()), std::to_string(static_cast<int>(s.code())) + " " +
-                                                  std::to_string(failed_at) + "\n")) {
+                                                  std::to_string(failed_at) + " " + s.message() +
+                                                  "\n")) {
     return 3;
   }
   if (s.code() != StatusCode::kPeerFailed) {
@@ -109,6 +111,42 @@ int StreamWorker(const WorkerArgs& a) {
 }
 
 int RejoinWorker(const WorkerArgs& a) { return RejoinAndCheck(a); }
+
+// Streams like the others, then gives up on purpose with Abort once every rank
+// is streaming; its peers must fail at once, not after QR_OP_TIMEOUT_MS.
+int AbortWorker(const WorkerArgs& a) {
+  auto comm = Communicator::Join(OptionsOf(a));
+  if (!comm.ok()) return 2;
+  std::vector<uint16_t> in(65536), out(in.size());
+  demo::FillInput(DType::kFloat16, a.rank(), 7, static_cast<int64_t>(in.size()), in.data());
+  for (int i = 0; i <= 20; ++i) {
+    if (!(*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kInt8, false)
+             .ok()) {
+      return 3;
+    }
+  }
+  if (!WriteFile(PathOf(a, "progress", a.rank()), "20\n")) return 3;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < a.world_size(); ++r) {
+    while (::access(PathOf(a, "progress", r).c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) return 4;
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  }
+  if (!WriteFile(PathOf(a, "abort-at", a.rank()), std::to_string(MonotonicNanos()) + "\n")) {
+    return 5;
+  }
+  if (!(*comm)->Abort("rank-local fatal error").ok()) return 6;
+  if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 7;
+  if ((*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
+          .code() != StatusCode::kPeerFailed) {
+    return 8;
+  }
+  if (!(*comm)->Leave().ok()) return 9;
+  if ((*comm)->Abort("again").code() != StatusCode::kInvalidArgument) return 10;
+  comm->reset();
+  return RejoinAndCheck(a);
+}
 
 class FaultTest : public E2eTest {
  protected:
@@ -145,6 +183,33 @@ class FaultTest : public E2eTest {
   }
 };
 
+TEST_F(FaultTest, AbortingRankFailsPeersWithinOneSecondThenRejoin) {
+  const int world_size = 4, aborter = 2;
+  const std::string group = UniqueGroup("abort");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world_size; ++r) {
+    pids.push_back(SpawnWorker(r == aborter ? "abort" : "stream", group, r, world_size));
+  }
+  std::vector<int> codes = WaitAll(pids, std::chrono::seconds(120));
+  long long aborted_at = 0;
+  ASSERT_EQ(std::sscanf(ReadFile(dir_ + "/" + group + "-abort-at-r2").c_str(), "%lld", &aborted_at),
+            1);
+  for (int r = 0; r < world_size; ++r) {
+    EXPECT_EQ(codes[r], 0) << "rank " << r;
+    if (r == aborter) continue;
+    int code = -1;
+    long long at = 0;
+    const std::string text = ReadFile(dir_ + "/" + group + "-fail-r" + std::to_string(r));
+    ASSERT_EQ(std::sscanf(text.c_str(), "%d %lld", &code, &at), 2) << "rank " << r;
+    EXPECT_EQ(code, static_cast<int>(StatusCode::kPeerFailed)) << "rank " << r;
+    const double seconds = static_cast<double>(at - aborted_at) / 1e9;
+    std::printf("rank %d saw PEER_FAILED %.3f s after the abort\n", r, seconds);
+    EXPECT_NE(text.find("rank-local fatal error"), std::string::npos)
+        << "rank " << r << " was not told why: " << text;
+    EXPECT_LT(seconds, 1.0) << "rank " << r;
+  }
+}
+
 TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs2) { KillOneMidStream(2, 1); }
 
 TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs4) { KillOneMidStream(4, 0); }
@@ -156,5 +221,8 @@ TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs8) { KillOn
 
 int main(int argc, char** argv) {
   return qr::testing::E2eMain(
-      argc, argv, {{"stream", &qr::testing::StreamWorker}, {"rejoin", &qr::testing::RejoinWorker}});
+      argc, argv,
+      {{"stream", &qr::testing::StreamWorker},
+       {"rejoin", &qr::testing::RejoinWorker},
+       {"abort", &qr::testing::AbortWorker}});
 }
