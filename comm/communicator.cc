@@ -50,10 +50,11 @@ struct Communicator::Impl {
 
 namespace {
 
-StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o,
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Config& config,
                                                  std::chrono::milliseconds join_timeout) {
   if (o.device == kDeviceHost) {
-    QR_ASSIGN_OR_RETURN(HostBackendOptions host, HostBackendOptionsFromEnv());
+    HostBackendOptions host;
+    host.op_timeout_ms = config.op_timeout_ms;
     host.join_timeout_ms = join_timeout.count();
     return CreateHostBackend(o.rank, o.world_size, host);
   }
@@ -61,7 +62,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o,
     return InvalidArgumentError("device " + std::to_string(o.device) +
                                 " is neither a GPU ordinal (>= 0) nor QR_DEVICE_HOST (-1)");
   }
-  return CreateGpuBackend(o.device, o.rank, o.world_size);
+  return CreateGpuBackend(o.device, o.rank, o.world_size, config.op_timeout_ms);
 }
 
 StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
@@ -90,7 +91,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
   QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
                       JoinTimeout(options.timeout_ms));
-  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, join_timeout));
+  QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config, join_timeout));
 
   ipc::JoinParams p;
   p.socket_path = options.broker_socket;

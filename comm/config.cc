@@ -136,6 +136,8 @@ StatusOr<Config> LoadConfigFromEnv() {
   }
   QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
   if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
+  QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
+                                                   kMaxOpTimeoutMs));
   if (auto table_path = LookupEnv(kMinSizeTable)) {
     StatusOr<std::string> text = ReadFile(table_path->value);
     if (!text.ok()) {

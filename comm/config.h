@@ -32,6 +32,8 @@ Codec CodecForRegime(Regime regime);
 inline constexpr int64_t kMiB = int64_t{1} << 20;
 inline constexpr int64_t kKiB = int64_t{1} << 10;
 inline constexpr int64_t kDefaultMaxSizeBytes = 2048 * kMiB;
+inline constexpr int64_t kDefaultOpTimeoutMs = 30000;
+inline constexpr int64_t kMaxOpTimeoutMs = 24LL * 3600 * 1000;
 // QR_MAX_SIZE_BYTES_MB accepts 1 .. this many MiB (1 TiB).
 inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
 
@@ -50,6 +52,9 @@ struct Config {
   // QR_MIN_SIZE_TABLE=path: rows that replace the built-in table's (as printed
   // by qr-bench); QR_MIN_SIZE_BYTES_MB still wins over both.
   std::optional<MinSizeTableMiB> min_size_table;
+  // QR_OP_TIMEOUT_MS: bound of every single wait of the data path (a wait
+  // that runs out fails the call with kTimeout and aborts the group).
+  int64_t op_timeout_ms = kDefaultOpTimeoutMs;
 };
 
 // Parses a min-size table in DESIGN.md's layout: one row per line,

@@ -21,7 +21,7 @@ const char* const kAllVars[] = {
     "QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
     "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
     "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
-    "QR_MIN_SIZE_TABLE",
+    "QR_MIN_SIZE_TABLE", "QR_OP_TIMEOUT_MS",
 };
 
 class ConfigTest : public ::testing::Test {
@@ -40,6 +40,16 @@ TEST_F(ConfigTest, DefaultsFollowDesign) {
   EXPECT_EQ(c.max_size_bytes, int64_t{2048} << 20);
   EXPECT_FALSE(c.min_size_bytes_override.has_value());
   EXPECT_FALSE(c.quantization_min_size_bytes.has_value());
+  EXPECT_EQ(c.op_timeout_ms, 30000);
+}
+
+TEST_F(ConfigTest, OpTimeoutIsReadAndChecked) {
+  Set("QR_OP_TIMEOUT_MS", "250");
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  EXPECT_EQ(c.op_timeout_ms, 250);
+  Set("QR_OP_TIMEOUT_MS", "0");
+  EXPECT_THAT(LoadConfigFromEnv(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_OP_TIMEOUT_MS")));
 }
 
 TEST_F(ConfigTest, ParsesEveryRegimeCaseInsensitively) {

@@ -9,7 +9,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/env.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "kernels/gpu/max_blocks.h"
@@ -26,7 +25,8 @@ constexpr size_t kAbortPageBytes = 4096;
 
 class GpuBackend final : public Backend {
  public:
-  GpuBackend(int device, int rank, int world_size) : device_(device), rank_(rank), ws_(world_size) {}
+  GpuBackend(int device, int rank, int world_size, int64_t op_timeout_ms)
+      : device_(device), rank_(rank), ws_(world_size), timeout_ms_(op_timeout_ms) {}
 
   ~GpuBackend() override {
     if (!gpu::SetDevice(device_).ok()) return;
@@ -49,9 +49,6 @@ class GpuBackend final : public Backend {
     QR_ASSIGN_OR_RETURN(pci_, gpu::PciBusId(device_));
     QR_ASSIGN_OR_RETURN(max_blocks_, kernels::DefaultMaxBlocks(device_));
     QR_ASSIGN_OR_RETURN(ticks_per_ms_, gpu::WallClockTicksPerMs(device_));
-    QR_ASSIGN_OR_RETURN(int64_t timeout_ms,
-                        EnvInt({"QR_OP_TIMEOUT_MS"}, 30000, 1, 24LL * 3600 * 1000));
-    timeout_ms_ = timeout_ms;
     layout_ = kernels::MakeTwoShotLayout(max_blocks_);
     QR_ASSIGN_OR_RETURN(buffer_, gpu::MallocShared(layout_.total));
     QR_RETURN_IF_ERROR(gpu::Memset(buffer_, 0, layout_.total));
@@ -204,7 +201,7 @@ class GpuBackend final : public Backend {
   std::string pci_;
   int max_blocks_ = 0;
   int64_t ticks_per_ms_ = 0;
-  int64_t timeout_ms_ = 0;
+  const int64_t timeout_ms_;
   kernels::TwoShotLayout layout_;
   void* buffer_ = nullptr;
   void* state_ = nullptr;
@@ -220,7 +217,8 @@ class GpuBackend final : public Backend {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size) {
+StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size,
+                                                     int64_t op_timeout_ms) {
   if (world_size != 2 && world_size != 4 && world_size != 8) {
     return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
   }
@@ -228,12 +226,16 @@ StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int wo
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(world_size) + ")");
   }
+  if (op_timeout_ms <= 0) {
+    return InvalidArgumentError("op_timeout_ms must be positive, got " +
+                                std::to_string(op_timeout_ms));
+  }
   const int n = gpu::DeviceCount();
   if (device < 0 || device >= n) {
     return UnavailableError("GPU " + std::to_string(device) + " does not exist (" +
                             std::to_string(n) + " visible)");
   }
-  auto b = std::make_unique<GpuBackend>(device, rank, world_size);
+  auto b = std::make_unique<GpuBackend>(device, rank, world_size, op_timeout_ms);
   QR_RETURN_IF_ERROR(b->Init());
   return std::unique_ptr<Backend>(std::move(b));
 }

@@ -9,7 +9,6 @@
 
 #include "comm/bounded_wait.h"
 #include "comm/shm_mapping.h"
-#include "common/env.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
@@ -282,13 +281,6 @@ class HostBackend final : public Backend {
 };
 
 }  // namespace
-
-StatusOr<HostBackendOptions> HostBackendOptionsFromEnv() {
-  HostBackendOptions o;
-  QR_ASSIGN_OR_RETURN(o.op_timeout_ms,
-                      EnvInt({"QR_OP_TIMEOUT_MS"}, o.op_timeout_ms, 1, 24LL * 3600 * 1000));
-  return o;
-}
 
 StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
                                                      const HostBackendOptions& options) {

@@ -34,10 +34,6 @@ struct HostBackendOptions {
   int64_t join_timeout_ms = 60000;  // bound of Connect()'s barrier
 };
 
-// Reads QR_OP_TIMEOUT_MS (1 .. 86400000); kInvalidArgument naming it if bad.
-// join_timeout_ms keeps its default (the communicator sets it).
-[[nodiscard]] StatusOr<HostBackendOptions> HostBackendOptionsFromEnv();
-
 // A backend for `rank` of a `world_size` group. Nothing is allocated until
 // Allocate(). Errors: kInvalidArgument for a bad rank/world size.
 [[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateHostBackend(
