@@ -167,11 +167,7 @@ TEST_F(FailureTest, SigkilledMemberFailsGroupAndSurvivorsKnowWithinOneSecond) {
   // Every member has gone: the same name forms a new generation.
   ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
   ASSERT_OK_AND_ASSIGN(auto m1, GroupMembership::Join(HostJoin(socket(), group, 1, 2)));
-  Status s1;
-  std::thread t([&] { s1 = m1->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
-  EXPECT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
-  t.join();
-  EXPECT_OK(s1);
+  EXPECT_OK(PublishBoth(*m0, *m1));
   EXPECT_EQ(m0->generation(), gen + 1);
   EXPECT_EQ(*m0->abort_word(), 0u);
   // A data object (as the host backend makes) goes with the group.
@@ -188,11 +184,7 @@ TEST_F(FailureTest, FailedGroupRefusesJoinsUntilEveryoneLeft) {
   std::string group = UniqueGroup("failed");
   ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
   ASSERT_OK_AND_ASSIGN(auto m1, GroupMembership::Join(HostJoin(socket(), group, 1, 2)));
-  Status s1;
-  std::thread t([&] { s1 = m1->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
-  ASSERT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
-  t.join();
-  ASSERT_OK(s1);
+  ASSERT_OK(PublishBoth(*m0, *m1));
   ASSERT_OK(m1->RaiseAbort("bounded wait timed out"));
   EXPECT_THAT(m1->Check(), StatusIs(StatusCode::kPeerFailed));
   EXPECT_THAT(m0->Check(), StatusIs(StatusCode::kPeerFailed, HasSubstr("bounded wait")));

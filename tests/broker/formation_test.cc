@@ -154,11 +154,7 @@ TEST_F(FormationTest, ReadyGroupRefusesNewcomersAndCountsOps) {
   std::string group = UniqueGroup("ready");
   ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
   ASSERT_OK_AND_ASSIGN(auto m1, GroupMembership::Join(HostJoin(socket(), group, 1, 2)));
-  Status s1;
-  std::thread t([&] { s1 = m1->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
-  EXPECT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
-  t.join();
-  EXPECT_OK(s1);
+  EXPECT_OK(PublishBoth(*m0, *m1));
   EXPECT_EQ(m0->generation(), m1->generation());
   EXPECT_EQ(m0->segment_name(), ipc::SegmentName(::getuid(), group, m0->generation()));
   EXPECT_THAT(GroupMembership::Join(HostJoin(socket(), group, 1, 2)).status(),

@@ -138,6 +138,14 @@ std::array<uint8_t, ipc::kBlobBytes> BlobFor(int rank) {
   return b;
 }
 
+Status PublishBoth(ipc::GroupMembership& m0, ipc::GroupMembership& m1) {
+  Status s1;
+  std::thread t([&] { s1 = m1.PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)); });
+  Status s0 = m0.PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0));
+  t.join();
+  return s0.ok() ? s1 : s0;
+}
+
 std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix) {
   std::vector<std::string> out;
   std::string p = prefix[0] == '/' ? prefix.substr(1) : prefix;

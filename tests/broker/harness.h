@@ -72,6 +72,9 @@ class Pipe {
 ipc::JoinParams HostJoin(const std::string& socket, const std::string& group, int rank,
                          int world_size);
 std::array<uint8_t, ipc::kBlobBytes> BlobFor(int rank);
+// Publishes ranks 0 and 1 of a joined two-rank host group at once (each waits
+// for the other to reach READY); the first error, or OK when both are READY.
+Status PublishBoth(ipc::GroupMembership& m0, ipc::GroupMembership& m1);
 
 // Names of this uid's shm objects whose name starts with `prefix`.
 std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
