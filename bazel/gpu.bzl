@@ -62,9 +62,13 @@ def _gpu_object_impl(ctx):
     outs = []
     for src in ctx.files.srcs:
         out = ctx.actions.declare_file("_gpu_objs/%s/%s.pic.o" % (ctx.label.name, src.basename.rsplit(".", 1)[0]))
-        ctx.actions.run(
-            executable = exe,
-            arguments = flags + ["-std=c++17", "-O3", "-I", "."] + ctx.attr.copts + args +
+        # nvcc names its temporaries after its pid; sandboxed actions each
+        # run in a pid namespace (nvcc is pid 2 in every one), so concurrent
+        # compiles sharing /tmp overwrite each other's files. A private
+        # TMPDIR per action avoids that.
+        ctx.actions.run_shell(
+            command = 'd=$(mktemp -d) && TMPDIR="$d" "$@"; rc=$?; rm -rf "$d"; exit $rc',
+            arguments = [exe] + flags + ["-std=c++17", "-O3", "-I", "."] + ctx.attr.copts + args +
                         ["-c", src.path, "-o", out.path],
             inputs = depset([src], transitive = [inputs]),
             outputs = [out],
