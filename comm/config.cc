@@ -23,6 +23,8 @@ const EnvNames kQuantMinSize = {"QR_QUANTIZATION_MIN_SIZE_KB",
                                 "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB"};
 
 const EnvNames kMinSizeTable = {"QR_MIN_SIZE_TABLE"};
+// Ours only: vLLM has no one-shot path, so no alias.
+const EnvNames kOneShotMax = {"QR_ONE_SHOT_MAX_KB"};
 
 // Byte sizes must fit int64 after scaling.
 constexpr int64_t kMaxKb = (int64_t{1} << 62) / kKiB;
@@ -136,6 +138,8 @@ StatusOr<Config> LoadConfigFromEnv() {
   }
   QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
   if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> one_shot_kb, EnvOptionalInt(kOneShotMax, 0, kMaxKb));
+  if (one_shot_kb.has_value()) config.one_shot_max_bytes = *one_shot_kb * kKiB;
   QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
                                                    kMaxOpTimeoutMs));
   if (auto table_path = LookupEnv(kMinSizeTable)) {

@@ -21,7 +21,7 @@ const char* const kAllVars[] = {
     "QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
     "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
     "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
-    "QR_MIN_SIZE_TABLE", "QR_OP_TIMEOUT_MS",
+    "QR_MIN_SIZE_TABLE", "QR_OP_TIMEOUT_MS", "QR_ONE_SHOT_MAX_KB",
 };
 
 class ConfigTest : public ::testing::Test {
@@ -40,7 +40,27 @@ TEST_F(ConfigTest, DefaultsFollowDesign) {
   EXPECT_EQ(c.max_size_bytes, int64_t{2048} << 20);
   EXPECT_FALSE(c.min_size_bytes_override.has_value());
   EXPECT_FALSE(c.quantization_min_size_bytes.has_value());
+  EXPECT_FALSE(c.one_shot_max_bytes.has_value());
   EXPECT_EQ(c.op_timeout_ms, 30000);
+}
+
+TEST_F(ConfigTest, OneShotCeilingIsReadInKiB) {
+  Set("QR_ONE_SHOT_MAX_KB", "384");
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv());
+  EXPECT_EQ(c.one_shot_max_bytes, 384 * kKiB);
+  Set("QR_ONE_SHOT_MAX_KB", "0");  // one-shot off
+  ASSERT_OK_AND_ASSIGN(c, LoadConfigFromEnv());
+  EXPECT_EQ(c.one_shot_max_bytes, 0);
+}
+
+TEST_F(ConfigTest, BadOneShotCeilingIsAnError) {
+  for (const char* bad : {"-1", "1.5", "64k", " ", "99999999999999999999"}) {
+    Set("QR_ONE_SHOT_MAX_KB", bad);
+    EXPECT_THAT(LoadConfigFromEnv().status(),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("QR_ONE_SHOT_MAX_KB"), HasSubstr("allowed"))))
+        << "'" << bad << "'";
+  }
 }
 
 TEST_F(ConfigTest, OpTimeoutIsReadAndChecked) {

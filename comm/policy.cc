@@ -1,9 +1,11 @@
 #include "comm/policy.h"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
 
+#include "kernels/one_shot_reference.h"
 #include "spdlog/spdlog.h"
 
 namespace qr {
@@ -17,6 +19,12 @@ constexpr int64_t kTableMiB[2][3][5] = {
     // bf16: ws 2, 4, 8
     {{2, 8, 8, 8, 8}, {8, 64, 64, 16, 16}, {16, 2048, 2048, 2048, 2048}},
 };
+
+// KiB per world size 2, 4, 8 up to which a call runs one-shot. Placeholders
+// until GPU measurements (qr-bench, docs/performance.md) retune them: one-shot
+// moves (ws-1) whole messages per rank against two-shot's 2(ws-1)/ws, so the
+// crossover is expected to fall as the world size grows.
+constexpr int64_t kOneShotMaxKiB[3] = {512, 256, 128};
 
 int WorldSizeIndex(int world_size) {
   switch (world_size) {
@@ -86,6 +94,20 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
   }
   if (!healthy) return Decline(why_not, "the group is not healthy");
   return true;
+}
+
+int64_t DefaultOneShotMaxBytes(int world_size) {
+  const int ws = WorldSizeIndex(world_size);
+  return ws < 0 ? 0 : kOneShotMaxKiB[ws] * kKiB;
+}
+
+Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size) {
+  if (WorldSizeIndex(world_size) < 0) return Algorithm::kTwoShot;
+  const int64_t ceiling = config.one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(world_size));
+  // What one source's part of the one-shot receive region holds.
+  const int64_t region = kernels::OneShotMaxElems(world_size) * 2;
+  const uint64_t max = static_cast<uint64_t>(std::max<int64_t>(0, std::min(ceiling, region)));
+  return bytes > 0 && bytes <= max ? Algorithm::kOneShot : Algorithm::kTwoShot;
 }
 
 Codec EffectiveCodec(const Config& config, Regime regime, size_t bytes) {

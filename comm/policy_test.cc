@@ -1,6 +1,7 @@
 #include "comm/policy.h"
 
 #include <string>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -174,6 +175,68 @@ TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
   // The threshold changes the codec, not eligibility.
   c.min_size_bytes_override = 0;
   EXPECT_TRUE(ShouldAllReduce(c, 1024, DType::kFloat16, 2));
+}
+
+// The built-in ceilings, written out independently of policy.cc.
+constexpr std::pair<int, int64_t> kOneShotCeilings[] = {{2, 512 << 10}, {4, 256 << 10},
+                                                        {8, 128 << 10}};
+
+TEST(PolicyTest, DefaultOneShotCeilingPerWorldSize) {
+  for (const auto& [ws, bytes] : kOneShotCeilings) EXPECT_EQ(DefaultOneShotMaxBytes(ws), bytes);
+  for (int ws : {0, 1, 3, 6, 16}) EXPECT_EQ(DefaultOneShotMaxBytes(ws), 0) << ws;
+}
+
+TEST(PolicyTest, OneShotUpToTheCeilingTwoShotAbove) {
+  const Config c = ConfigFor(Regime::kInt4, true);
+  for (const auto& [ws, ceiling] : kOneShotCeilings) {
+    const size_t max = static_cast<size_t>(ceiling);
+    EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kOneShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, max - 16, ws), Algorithm::kOneShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, max, ws), Algorithm::kOneShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, max + 16, ws), Algorithm::kTwoShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, 64 << 20, ws), Algorithm::kTwoShot) << ws;
+    // Nothing to send is never a one-shot call.
+    EXPECT_EQ(ChooseAlgorithm(c, 0, ws), Algorithm::kTwoShot) << ws;
+  }
+  for (int ws : {0, 3, 16}) EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kTwoShot) << ws;
+}
+
+TEST(PolicyTest, OneShotCeilingOverride) {
+  Config c = ConfigFor(Regime::kFp, true);
+  c.one_shot_max_bytes = 64 << 10;
+  for (int ws : {2, 4, 8}) {
+    EXPECT_EQ(ChooseAlgorithm(c, 64 << 10, ws), Algorithm::kOneShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, (64 << 10) + 16, ws), Algorithm::kTwoShot) << ws;
+  }
+  c.one_shot_max_bytes = 0;  // QR_ONE_SHOT_MAX_KB=0: one-shot off
+  for (int ws : {2, 4, 8}) {
+    EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kTwoShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, 0, ws), Algorithm::kTwoShot) << ws;
+  }
+}
+
+// An override above what the one-shot region holds (2 MiB per phase shared
+// by ws sources: 1 MiB at ws 2, 512 KiB at 4, 256 KiB at 8) is clamped to it.
+TEST(PolicyTest, OneShotCeilingIsClampedToTheRegion) {
+  Config c = ConfigFor(Regime::kInt8, false);
+  c.one_shot_max_bytes = int64_t{1} << 40;
+  for (const auto& [ws, region] : {std::pair<int, size_t>{2, 1 << 20}, {4, 512 << 10},
+                                   {8, 256 << 10}}) {
+    EXPECT_EQ(ChooseAlgorithm(c, region, ws), Algorithm::kOneShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, region + 16, ws), Algorithm::kTwoShot) << ws;
+  }
+}
+
+// The choice depends on size and world size only: dtype, regime and the cast
+// do not enter (one-shot is exact whatever the codec).
+TEST(PolicyTest, AlgorithmIgnoresRegimeAndCast) {
+  for (Regime regime : kCodecRegimes) {
+    for (bool cast : {false, true}) {
+      const Config c = ConfigFor(regime, cast);
+      EXPECT_EQ(ChooseAlgorithm(c, 4096, 2), Algorithm::kOneShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2), Algorithm::kTwoShot);
+    }
+  }
 }
 
 }  // namespace
