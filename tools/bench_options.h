@@ -1,0 +1,88 @@
+// qr-bench's command line: what to sweep (sizes x regimes x dtypes x modes x
+// algorithms), where to write results, and the size syntax ("4K", "1M").
+// Parsing is pure and validates everything before the benchmark touches a
+// GPU, so a bad flag costs nothing on the device machine.
+//
+//   QR_ASSIGN_OR_RETURN(BenchOptions o, ParseBenchArgs({"--sizes", "1M,64M"}));
+#ifndef QR_TOOLS_BENCH_OPTIONS_H_
+#define QR_TOOLS_BENCH_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/types.h"
+
+namespace qr::bench {
+
+// Values equal kernels::GpuElem (kernels/gpu/two_shot.h): a cast converts.
+enum class BenchDType : int {
+  kFp16 = 0,
+  kBf16 = 1,
+  kBf16Cast = 2,  // bf16 reduced through the saturating fp16 cast
+};
+enum class BenchMode : int {
+  kGraph = 0,  // calls captured in a graph, replayed
+  kEager = 1,  // calls launched one by one from the host
+};
+// What a result row is: a timed algorithm, the policy's pick (a copy of a
+// timed number), or the NCCL baseline.
+enum class BenchAlgo : int { kTwoShot = 0, kOneShot = 1, kPolicy = 2, kNccl = 3 };
+
+const char* BenchDTypeName(BenchDType dtype);  // "fp16", "bf16", "bf16cast"
+const char* BenchModeName(BenchMode mode);     // "graph", "eager"
+const char* BenchAlgoName(BenchAlgo algo);     // "two-shot", "one-shot", "policy", "nccl"
+
+inline constexpr size_t kBenchMiB = size_t{1} << 20;
+// Largest message the bench accepts (two buffers of it per GPU).
+inline constexpr size_t kBenchMaxBytes = size_t{4} << 30;
+
+struct BenchOptions {
+  std::vector<size_t> sizes;  // bytes, ascending, unique, multiples of 16
+  std::vector<Codec> regimes;  // two-shot codecs (and the policy's regimes)
+  std::vector<BenchDType> dtypes;
+  std::vector<BenchMode> modes;
+  bool one_shot = true;  // --algos
+  bool two_shot = true;
+  int world_size = 2;
+  int max_blocks = 0;  // 0: the backend's default grid cap
+  bool nccl = true;
+  // Eager cells are timed only up to this size: above it launch overhead is
+  // noise and graph numbers say the same.
+  size_t eager_max_bytes = 64 * kBenchMiB;
+  bool peer_bandwidth = true;
+  size_t peer_bytes = 256 * kBenchMiB;  // per destination, per rep
+  int peer_reps = 5;
+  std::string csv_path;
+  std::string json_path;
+  std::string min_size_table_path;
+  bool quick = false;
+  bool help = false;  // --help: print BenchUsage() and exit 0
+  std::vector<std::string> notes;  // adjustments worth telling the user
+};
+
+// Parses argv[1..]. Flags take "--flag value" or "--flag=value". Defaults:
+// the full sweep (4K..1G, FP..INT3, fp16/bf16/bf16cast, graph and eager,
+// both algorithms, NCCL, world size 2). --quick picks a smaller default set
+// that explicit flags still override. kInvalidArgument naming the flag and
+// the allowed values for an unknown flag, a missing value, an unknown list
+// item, a bad size (not a positive multiple of 16, above 4 GiB), a world
+// size not 2/4/8, INT3 asked for at a world size other than 2, or a list
+// left empty.
+[[nodiscard]] StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
+
+// The --help text.
+std::string BenchUsage();
+
+// "4096", "4K", "16k", "1M", "1G" -> bytes. kInvalidArgument otherwise
+// (empty, non-digits, overflow).
+[[nodiscard]] StatusOr<size_t> ParseSize(std::string_view text);
+// Inverse for whole units: 4096 -> "4K", 1 << 20 -> "1M", 100 -> "100".
+std::string SizeName(size_t bytes);
+
+}  // namespace qr::bench
+
+#endif  // QR_TOOLS_BENCH_OPTIONS_H_

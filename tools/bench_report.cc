@@ -1,0 +1,394 @@
+#include "tools/bench_report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "comm/config.h"
+#include "comm/policy.h"
+#include "nlohmann/json.hpp"
+
+namespace qr::bench {
+namespace {
+
+using GroupKey = std::tuple<size_t, BenchDType, BenchMode>;
+
+GroupKey KeyOf(const BenchCell& c) { return {c.bytes, c.dtype, c.mode}; }
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+// Empty for "unknown" (0), so that CSV readers see a missing value, not a zero.
+std::string FieldOrEmpty(double v, int digits) { return v > 0 ? Fixed(v, digits) : ""; }
+
+void Finish(BenchRow& row, size_t bytes, int ws, double nccl_us, double link_gbps,
+            Algorithm algo, Codec codec) {
+  row.algbw_gbps = static_cast<double>(bytes) / row.us / 1e3;
+  row.nccl_us = nccl_us;
+  row.ratio_vs_nccl = nccl_us > 0 ? row.us / nccl_us : 0;
+  row.link_limit_us = LinkLimitUs(algo, codec, bytes, ws, link_gbps);
+  row.pct_of_link_limit = row.link_limit_us > 0 ? 100.0 * row.link_limit_us / row.us : 0;
+}
+
+struct Floor {
+  enum Kind { kNoData, kNever, kFrom } kind = kNoData;
+  size_t bytes = 0;    // kFrom: the smallest size of the winning tail
+  size_t largest = 0;  // the largest size with an NCCL number
+  size_t gap = 0;      // a size below the tail where the pick was not timed (0: none)
+};
+
+// Walks the sizes that have an NCCL number (graph) from the largest down for
+// as long as the policy's pick for `regime` was timed and beats NCCL. A size
+// whose pick was not timed ends the walk (the floor stays above what is
+// unknown); no pick at the largest size means no data at all.
+Floor FloorFor(const std::vector<BenchRow>& rows, BenchDType dtype, Codec regime) {
+  std::map<size_t, const BenchRow*> policy;
+  std::set<size_t> nccl_sizes;
+  for (const BenchRow& r : rows) {
+    if (r.mode != BenchMode::kGraph || r.dtype != dtype || !(r.nccl_us > 0)) continue;
+    nccl_sizes.insert(r.bytes);
+    if (r.algo == BenchAlgo::kPolicy && r.regime == CodecName(regime)) policy[r.bytes] = &r;
+  }
+  Floor f;
+  if (nccl_sizes.empty() || policy.count(*nccl_sizes.rbegin()) == 0) return f;
+  f.largest = *nccl_sizes.rbegin();
+  f.kind = Floor::kNever;
+  for (auto it = nccl_sizes.rbegin(); it != nccl_sizes.rend(); ++it) {
+    const auto p = policy.find(*it);
+    if (p == policy.end()) {
+      f.gap = *it;
+      break;
+    }
+    if (!(p->second->us < p->second->nccl_us)) break;
+    f.kind = Floor::kFrom;
+    f.bytes = *it;
+  }
+  return f;
+}
+
+int64_t FloorMiB(const Floor& f) {
+  if (f.kind == Floor::kFrom) return static_cast<int64_t>(f.bytes / kBenchMiB);
+  return static_cast<int64_t>(f.largest / kBenchMiB) + 1;
+}
+
+// Largest measured size where one-shot beats two-shot FP (graph); -1 if none compared.
+int64_t OneShotWinsUpTo(const std::vector<BenchRow>& rows, BenchDType dtype) {
+  std::map<size_t, double> one, two;
+  for (const BenchRow& r : rows) {
+    if (r.mode != BenchMode::kGraph || r.dtype != dtype) continue;
+    if (r.algo == BenchAlgo::kOneShot) one[r.bytes] = r.us;
+    if (r.algo == BenchAlgo::kTwoShot && r.regime == "FP") two[r.bytes] = r.us;
+  }
+  int64_t best = -1;
+  for (const auto& [bytes, us] : one) {
+    auto it = two.find(bytes);
+    if (it == two.end()) continue;
+    if (best < 0) best = 0;
+    if (us < it->second) best = static_cast<int64_t>(bytes);
+  }
+  return best;
+}
+
+std::string CodecList(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+}  // namespace
+
+double PeerBandwidth::LinkGBps() const {
+  if (concurrent_gbps.empty()) return 0;
+  return *std::min_element(concurrent_gbps.begin(), concurrent_gbps.end());
+}
+
+double WireRatio(Codec codec) {
+  switch (codec) {
+    case Codec::kFp: return 64.0 / 64.0;
+    case Codec::kInt8: return 34.0 / 64.0;
+    case Codec::kInt6: return 26.0 / 64.0;
+    case Codec::kInt4: return 18.0 / 64.0;
+    case Codec::kInt3: return 14.0 / 64.0;
+  }
+  return 1.0;
+}
+
+double WireBytesPerGpu(Algorithm algo, Codec codec, size_t bytes, int world_size) {
+  const double b = static_cast<double>(bytes);
+  if (algo == Algorithm::kOneShot) return (world_size - 1) * b;
+  return 2.0 * (world_size - 1) / world_size * b * WireRatio(codec);
+}
+
+double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, double link_gbps) {
+  if (!(link_gbps > 0)) return 0;
+  return WireBytesPerGpu(algo, codec, bytes, world_size) / (link_gbps * 1e3);
+}
+
+std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
+                                const std::vector<Codec>& regimes, int world_size,
+                                double link_gbps) {
+  std::vector<GroupKey> order;
+  std::map<GroupKey, std::vector<const Measurement*>> groups;
+  for (const Measurement& m : measurements) {
+    if (!(m.us > 0)) continue;
+    const GroupKey k = KeyOf(m.cell);
+    if (groups.find(k) == groups.end()) order.push_back(k);
+    groups[k].push_back(&m);
+  }
+  const Config defaults;
+  std::vector<BenchRow> rows;
+  for (const GroupKey& k : order) {
+    const auto& [bytes, dtype, mode] = k;
+    double nccl_us = 0;
+    std::optional<double> one_shot;
+    std::map<Codec, double> two_shot;
+    for (const Measurement* m : groups[k]) {
+      if (m->cell.algo == BenchAlgo::kNccl) nccl_us = m->us;
+      if (m->cell.algo == BenchAlgo::kOneShot) one_shot = m->us;
+      if (m->cell.algo == BenchAlgo::kTwoShot) two_shot[m->cell.codec] = m->us;
+    }
+    auto add = [&](BenchAlgo algo, const std::string& regime, double us, Algorithm wire_algo,
+                   Codec wire_codec, std::string choice) {
+      BenchRow row;
+      row.bytes = bytes;
+      row.dtype = dtype;
+      row.mode = mode;
+      row.algo = algo;
+      row.regime = regime;
+      row.us = us;
+      row.policy_choice = std::move(choice);
+      Finish(row, bytes, world_size, nccl_us, link_gbps, wire_algo, wire_codec);
+      rows.push_back(row);
+    };
+    for (const auto& [codec, us] : two_shot) {
+      add(BenchAlgo::kTwoShot, CodecName(codec), us, Algorithm::kTwoShot, codec, "");
+    }
+    if (one_shot) add(BenchAlgo::kOneShot, "FP", *one_shot, Algorithm::kOneShot, Codec::kFp, "");
+    for (Codec regime : regimes) {
+      const Algorithm algo = ChooseAlgorithm(defaults, bytes, world_size);
+      const Codec codec = EffectiveCodec(defaults, static_cast<Regime>(regime), bytes);
+      std::optional<double> us;
+      if (algo == Algorithm::kOneShot) {
+        us = one_shot;
+      } else if (auto it = two_shot.find(codec); it != two_shot.end()) {
+        us = it->second;
+      }
+      if (us) add(BenchAlgo::kPolicy, CodecName(regime), *us, algo, codec, AlgorithmName(algo));
+    }
+    if (nccl_us > 0) add(BenchAlgo::kNccl, "-", nccl_us, Algorithm::kTwoShot, Codec::kFp, "");
+  }
+  return rows;
+}
+
+MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size) {
+  MinSizeTable t;
+  std::vector<std::string> comments;
+  const BenchDType table_dtypes[2] = {BenchDType::kFp16, BenchDType::kBf16};
+  const DType dtypes[2] = {DType::kFloat16, DType::kBFloat16};
+  std::string body;
+  for (int d = 0; d < 2; ++d) {
+    std::vector<std::string> never, missing, gaps;
+    body += std::string(DTypeName(dtypes[d])) + " ws" + std::to_string(world_size);
+    for (int c = 0; c < kNumCodecs; ++c) {
+      const Codec codec = kAllCodecs[c];
+      const Floor f = FloorFor(rows, table_dtypes[d], codec);
+      if (f.kind == Floor::kNoData) {
+        const int64_t builtin =
+            MinSizeBytes(dtypes[d], world_size, static_cast<Regime>(codec), false);
+        t.mib[d][c] = builtin == kNeverEligible ? static_cast<int64_t>(kMaxMaxSizeMb)
+                                                : builtin / kMiB;
+        t.measured[d][c] = false;
+        missing.push_back(CodecName(codec));
+      } else {
+        t.mib[d][c] = FloorMiB(f);
+        t.measured[d][c] = true;
+        if (f.kind == Floor::kNever) {
+          never.push_back(std::string(CodecName(codec)) + " (largest measured " +
+                          SizeName(f.largest) + ")");
+        } else if (f.gap != 0) {
+          gaps.push_back(std::string(CodecName(codec)) + " at " + SizeName(f.gap));
+        }
+      }
+      body += " " + std::to_string(t.mib[d][c]);
+    }
+    body += "\n";
+    const std::string row = std::string(DTypeName(dtypes[d])) + " ws" + std::to_string(world_size);
+    if (!never.empty()) {
+      comments.push_back("# " + row + ": never beats NCCL at the largest measured size, floor set " +
+                         "above it: " + CodecList(never));
+    }
+    if (!gaps.empty()) {
+      comments.push_back("# " + row + ": the policy's pick was not timed below the floor, so it " +
+                         "may be lower: " + CodecList(gaps));
+    }
+    if (!missing.empty()) {
+      comments.push_back("# " + row + ": not measured, built-in value kept: " + CodecList(missing));
+    }
+  }
+  // bf16 with the cast has no row of its own; show what its data says.
+  std::vector<std::string> cast_floors;
+  for (int c = 0; c < kNumCodecs; ++c) {
+    const Floor f = FloorFor(rows, BenchDType::kBf16Cast, kAllCodecs[c]);
+    if (f.kind == Floor::kNoData) continue;
+    cast_floors.push_back(std::string(CodecName(kAllCodecs[c])) + " " +
+                          std::to_string(FloorMiB(f)) + (f.kind == Floor::kNever ? " (never)" : ""));
+  }
+  if (!cast_floors.empty()) {
+    comments.push_back("# bf16 with QR_CAST_BF16_TO_FP16=1 (the default) uses the fp16 row; "
+                       "bf16cast measured alone would give: " + CodecList(cast_floors));
+  }
+  std::vector<std::string> wins;
+  for (BenchDType d : {BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast}) {
+    const int64_t up_to = OneShotWinsUpTo(rows, d);
+    t.one_shot_wins_up_to_bytes[static_cast<int>(d)] = up_to;
+    if (up_to < 0) continue;
+    wins.push_back(std::string(BenchDTypeName(d)) + " " +
+                   (up_to == 0 ? std::string("never") : SizeName(static_cast<size_t>(up_to))));
+    const int64_t kb = up_to / kKiB;
+    t.one_shot_max_kb = t.one_shot_max_kb < 0 ? kb : std::min(t.one_shot_max_kb, kb);
+  }
+  if (!wins.empty()) {
+    comments.push_back("# one-shot beats two-shot FP (graph) up to: " + CodecList(wins) +
+                       " -> suggested QR_ONE_SHOT_MAX_KB=" + std::to_string(t.one_shot_max_kb));
+  } else {
+    comments.push_back("# one-shot vs two-shot FP: not both measured, no QR_ONE_SHOT_MAX_KB suggestion");
+  }
+  t.text = "# QR_MIN_SIZE_TABLE derived by qr-bench from graph-mode timings, world size " +
+           std::to_string(world_size) +
+           ": per regime the smallest measured size (MiB, rounded down; 0 = no floor) from\n"
+           "# which the policy's pick (one-shot/two-shot, default config) beats NCCL at that "
+           "and every larger measured size.\n"
+           "#    ws    FP INT8 INT6 INT4 INT3\n" +
+           body;
+  for (const auto& c : comments) t.text += c + "\n";
+  return t;
+}
+
+std::string CsvHeader() {
+  return "bytes,dtype,mode,algo,regime,us,algbw_GBps,nccl_us,ratio_vs_nccl,link_limit_us,"
+         "pct_of_link_limit,policy_choice\n";
+}
+
+std::string CsvLine(const BenchRow& r) {
+  return std::to_string(r.bytes) + "," + BenchDTypeName(r.dtype) + "," + BenchModeName(r.mode) +
+         "," + BenchAlgoName(r.algo) + "," + r.regime + "," + Fixed(r.us, 3) + "," +
+         Fixed(r.algbw_gbps, 2) + "," + FieldOrEmpty(r.nccl_us, 3) + "," +
+         FieldOrEmpty(r.ratio_vs_nccl, 3) + "," + FieldOrEmpty(r.link_limit_us, 3) + "," +
+         FieldOrEmpty(r.pct_of_link_limit, 1) + "," + r.policy_choice + "\n";
+}
+
+std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
+                      const MinSizeTable& table) {
+  using nlohmann::json;
+  auto or_null = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+  json head = {
+      {"gpus", h.gpus},
+      {"world_size", h.world_size},
+      {"max_blocks", h.max_blocks},
+      {"driver_runtime", h.driver_runtime},
+      {"nccl_version", h.nccl_version.empty() ? json(nullptr) : json(h.nccl_version)},
+      {"peer_bandwidth",
+       {{"bytes_per_destination", h.peer.bytes},
+        {"reps", h.peer.reps},
+        {"concurrent_GBps", h.peer.concurrent_gbps},
+        {"alone_GBps", h.peer.alone_gbps},
+        {"link_GBps", or_null(h.peer.LinkGBps())}}},
+      {"timing_method", h.timing_method},
+      {"command_line", h.command_line},
+      {"date", h.date},
+      {"wall_seconds", h.wall_seconds},
+      {"notes", h.notes},
+      {"failures", h.failures},
+  };
+  json jrows = json::array();
+  for (const BenchRow& r : rows) {
+    jrows.push_back({{"bytes", r.bytes},
+                     {"dtype", BenchDTypeName(r.dtype)},
+                     {"mode", BenchModeName(r.mode)},
+                     {"algo", BenchAlgoName(r.algo)},
+                     {"regime", r.regime},
+                     {"us", r.us},
+                     {"algbw_GBps", r.algbw_gbps},
+                     {"nccl_us", or_null(r.nccl_us)},
+                     {"ratio_vs_nccl", or_null(r.ratio_vs_nccl)},
+                     {"link_limit_us", or_null(r.link_limit_us)},
+                     {"pct_of_link_limit", or_null(r.pct_of_link_limit)},
+                     {"policy_choice", r.policy_choice}});
+  }
+  json jtable = {{"text", table.text},
+                 {"fp16_MiB", table.mib[0]},
+                 {"bf16_MiB", table.mib[1]},
+                 {"fp16_measured", table.measured[0]},
+                 {"bf16_measured", table.measured[1]},
+                 {"one_shot_max_kb", table.one_shot_max_kb >= 0 ? json(table.one_shot_max_kb)
+                                                                 : json(nullptr)}};
+  return json({{"header", head}, {"rows", jrows}, {"min_size_table", jtable}}).dump(1) + "\n";
+}
+
+std::string TableHeader(const std::vector<Codec>& regimes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s %16s", "size", "dtype", "mode", "NCCL",
+                "one-shot");
+  std::string s = buf;
+  for (Codec c : regimes) {
+    std::snprintf(buf, sizeof(buf), " %16s", (std::string("2s-") + CodecName(c)).c_str());
+    s += buf;
+  }
+  return s + "  policy\n" + std::string(s.size() + 8, '-') + "\n";
+}
+
+std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Codec>& regimes) {
+  if (group.empty()) return "";
+  auto cell = [](const BenchRow* r) -> std::string {
+    if (r == nullptr) return "               -";
+    char buf[64];
+    const std::string ratio = r->ratio_vs_nccl > 0 ? Fixed(r->ratio_vs_nccl, 2) : "-";
+    const std::string link =
+        r->pct_of_link_limit > 0 ? Fixed(r->pct_of_link_limit, 0) + "%" : "-";
+    std::snprintf(buf, sizeof(buf), " %7.1f %4s %3s", r->us, ratio.c_str(), link.c_str());
+    return buf;
+  };
+  const BenchRow* nccl = nullptr;
+  const BenchRow* one = nullptr;
+  std::string policy;
+  for (const BenchRow& r : group) {
+    if (r.algo == BenchAlgo::kNccl) nccl = &r;
+    if (r.algo == BenchAlgo::kOneShot) one = &r;
+    if (r.algo == BenchAlgo::kPolicy && policy.empty()) policy = r.policy_choice;
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s", SizeName(group[0].bytes).c_str(),
+                BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
+                nccl ? Fixed(nccl->us, 1).c_str() : "-");
+  std::string s = std::string(buf) + cell(one);
+  for (Codec c : regimes) {
+    const BenchRow* two = nullptr;
+    for (const BenchRow& r : group) {
+      if (r.algo == BenchAlgo::kTwoShot && r.regime == CodecName(c)) two = &r;
+    }
+    s += cell(two);
+  }
+  return s + "  " + (policy.empty() ? "-" : policy) + "\n";
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return InvalidArgumentError("cannot write " + path + ": " + std::strerror(errno));
+  const size_t n = std::fwrite(text.data(), 1, text.size(), f);
+  const bool closed = std::fclose(f) == 0;
+  if (n != text.size() || !closed) {
+    return InvalidArgumentError("writing " + path + " failed: " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+}  // namespace qr::bench

@@ -1,0 +1,143 @@
+// qr-bench's results: from timed cells to report rows (the policy's pick,
+// ratio to NCCL, link limit), the min-size table this machine should use, and
+// the CSV / JSON / text renderings. Pure functions, no GPU: unit-tested on
+// synthetic timings (tools/bench_report_test.cc).
+//
+//   std::vector<BenchRow> rows = BuildRows(measurements, o.regimes, ws, peer.LinkGBps());
+//   MinSizeTable t = DeriveMinSizeTable(rows, ws);
+//   WriteTextFile(path, t.text);
+#ifndef QR_TOOLS_BENCH_REPORT_H_
+#define QR_TOOLS_BENCH_REPORT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/types.h"
+#include "tools/bench_options.h"
+#include "tools/bench_plan.h"
+
+namespace qr::bench {
+
+// A timed cell: microseconds per all-reduce (> 0).
+struct Measurement {
+  BenchCell cell;
+  double us = 0;
+};
+
+// Peer-store bandwidth, GB/s (1e9 bytes/s) of 16-byte stores leaving each
+// GPU into its peers (kernels/gpu/peer_bandwidth.h), per rank.
+struct PeerBandwidth {
+  size_t bytes = 0;  // per destination per rep
+  int reps = 0;
+  std::vector<double> concurrent_gbps;  // every rank storing at once (the all-reduce case)
+  std::vector<double> alone_gbps;       // each rank storing while the others idle
+  // The bandwidth link limits use: the slowest rank while all store at once
+  // (a collective ends with its slowest rank); 0 when not measured.
+  double LinkGBps() const;
+};
+
+struct BenchRow {
+  size_t bytes = 0;
+  BenchDType dtype = BenchDType::kFp16;
+  BenchMode mode = BenchMode::kGraph;
+  BenchAlgo algo = BenchAlgo::kTwoShot;
+  std::string regime;         // "FP".."INT3"; one-shot: "FP" (exact values); NCCL: "-"
+  double us = 0;              // per call
+  double algbw_gbps = 0;      // bytes / us
+  double nccl_us = 0;         // 0: no baseline
+  double ratio_vs_nccl = 0;   // us / nccl_us (< 1: faster than NCCL); 0 without baseline
+  double link_limit_us = 0;   // wire bytes per GPU / link bandwidth; 0 without bandwidth
+  double pct_of_link_limit = 0;  // 100 * link_limit_us / us
+  std::string policy_choice;  // policy rows: "one-shot" or "two-shot"; else empty
+};
+
+// Wire bytes per 64 message bytes (32 values) of a codec over the 64 bytes
+// of FP: FP 64, INT8 34, INT6 26, INT4 18, INT3 14 (docs/codecs.md).
+double WireRatio(Codec codec);
+// Bytes one GPU sends for an all-reduce of `bytes` bytes: two-shot
+// 2 (ws-1)/ws * bytes * WireRatio(codec); one-shot (ws-1) * bytes (exact
+// values, codec ignored).
+double WireBytesPerGpu(Algorithm algo, Codec codec, size_t bytes, int world_size);
+// WireBytesPerGpu / link_gbps, in microseconds; 0 when link_gbps <= 0.
+double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, double link_gbps);
+
+// Rows for every measurement, grouped by (bytes, dtype, mode) in the order
+// first seen: two-shot rows, the one-shot row, one policy row per regime in
+// `regimes` whose pick was timed, then NCCL. The policy is ChooseAlgorithm and
+// EffectiveCodec (comm/policy.h) under a default Config; its rows copy the
+// timed number. NCCL rows are compared with the link limit of two-shot FP
+// (a ring moves the same bytes).
+std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
+                                const std::vector<Codec>& regimes, int world_size,
+                                double link_gbps);
+
+// The derived QR_MIN_SIZE_TABLE for one world size.
+struct MinSizeTable {
+  // Rows fp16, bf16 x FP..INT3, MiB; every entry is filled (measured or the
+  // built-in value when the data is missing: see `measured`).
+  std::array<std::array<int64_t, 5>, 2> mib{};
+  std::array<std::array<bool, 5>, 2> measured{};
+  // Largest measured size where one-shot beats two-shot FP (graph), per
+  // BenchDType; -1 when not both were measured at some size.
+  std::array<int64_t, 3> one_shot_wins_up_to_bytes{-1, -1, -1};
+  // Suggested QR_ONE_SHOT_MAX_KB: the smallest of the above over the
+  // measured dtypes, in KiB rounded down; -1 when nothing was measured.
+  int64_t one_shot_max_kb = -1;
+  // ParseMinSizeTable-compatible text: two rows plus '#' comment lines.
+  std::string text;
+};
+
+// From graph-mode rows: per table row (fp16 from fp16, bf16 from bf16
+// without the cast; bf16 with the cast uses the fp16 row, comm/policy.h) and
+// regime, the smallest measured size S such that the policy's pick beats
+// NCCL at S and at every larger measured size, in MiB rounded down (0 = no
+// floor). When the pick does not beat NCCL at the largest measured size, the
+// largest size in MiB + 1 (never taken at measured sizes), said in a comment.
+// Sizes are those with an NCCL number; a size whose pick was not timed (e.g.
+// one-shot skipped) ends the walk down, said in a comment. Without the pick at
+// the largest size, the built-in MinSizeBytes value, said in a comment.
+// world_size must be 2, 4 or 8.
+MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size);
+
+// CSV: header line, then one line per row (empty fields where a value is
+// unknown), both with a trailing newline.
+std::string CsvHeader();
+std::string CsvLine(const BenchRow& row);
+
+// The facts recorded with the rows in the JSON report.
+struct BenchHeader {
+  std::vector<std::string> gpus;
+  int world_size = 0;
+  int max_blocks = 0;
+  std::string driver_runtime;  // as reported by the platform
+  std::string nccl_version;    // empty: not loaded
+  PeerBandwidth peer;
+  std::string timing_method;
+  std::string command_line;
+  std::string date;            // ISO 8601 UTC
+  double wall_seconds = 0;
+  std::vector<std::string> notes;
+  std::vector<std::string> failures;  // cells that could not be timed, with why
+};
+// Pretty-printed JSON: {"header": {...}, "rows": [...], "min_size_table":
+// {...}} with row fields named like the CSV columns.
+std::string BenchJson(const BenchHeader& header, const std::vector<BenchRow>& rows,
+                      const MinSizeTable& table);
+
+// The human table: a header line for `regimes`, and one line per (bytes,
+// dtype, mode) group of rows: NCCL us, one-shot and each two-shot codec as
+// "us ratio link%", and the policy's algorithm.
+std::string TableHeader(const std::vector<Codec>& regimes);
+std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Codec>& regimes);
+
+// Writes `text` to `path` (replacing it). kInvalidArgument naming the path
+// and the reason when it cannot be written.
+[[nodiscard]] Status WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace qr::bench
+
+#endif  // QR_TOOLS_BENCH_REPORT_H_
