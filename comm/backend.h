@@ -41,6 +41,8 @@ struct AllReduceCall {
   Codec codec = Codec::kFp;
   bool cast_bf16_to_fp16 = false;  // bf16 reduced through fp16 (saturating)
   void* stream = nullptr;          // GPU: the caller's stream; host: ignored
+  // Chosen by ChooseAlgorithm (comm/policy.h); kOneShot ignores `codec`.
+  Algorithm algorithm = Algorithm::kTwoShot;
 };
 
 class Backend {

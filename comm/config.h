@@ -49,6 +49,9 @@ struct Config {
   std::optional<int64_t> min_size_bytes_override;
   // QR_QUANTIZATION_MIN_SIZE_KB * 2^10: calls below it use the FP codec.
   std::optional<int64_t> quantization_min_size_bytes;
+  // QR_ONE_SHOT_MAX_KB * 2^10: calls up to this size run one-shot (0 = never);
+  // unset: the built-in per-world-size ceiling (comm/policy.h).
+  std::optional<int64_t> one_shot_max_bytes;
   // QR_MIN_SIZE_TABLE=path: rows that replace the built-in table's (as printed
   // by qr-bench); QR_MIN_SIZE_BYTES_MB still wins over both.
   std::optional<MinSizeTableMiB> min_size_table;

@@ -141,11 +141,12 @@ class GpuBackend final : public Backend {
     a.error_word = static_cast<uint32_t*>(error_dev_);
     a.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
     a.stream = call.stream;
+    a.one_shot = call.algorithm == Algorithm::kOneShot;
     // The stream belongs to our device; launch there and restore the
     // caller's current device.
     QR_ASSIGN_OR_RETURN(int previous, gpu::GetDevice());
     if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
-    Status s = kernels::LaunchTwoShot(a);
+    Status s = kernels::LaunchAllReduce(a);
     if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(previous));
     return s;
   }

@@ -42,6 +42,17 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
 bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
                      bool healthy = true, std::string* why_not = nullptr);
 
+// The built-in largest size (bytes) that runs one-shot at world size 2/4/8,
+// measured on 2 x H200 (docs/performance.md); 0 for other world sizes.
+int64_t DefaultOneShotMaxBytes(int world_size);
+
+// How a call that ShouldAllReduce took travels: kOneShot when bytes <= the
+// one-shot ceiling (QR_ONE_SHOT_MAX_KB if set, else DefaultOneShotMaxBytes),
+// capped by what the one-shot region holds (kernels/one_shot_reference.h
+// OneShotMaxElems), else kTwoShot. Every rank computes the same answer from
+// the same inputs, as for the codec.
+Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size);
+
 // The codec a call of `bytes` bytes runs with under `regime` (not kNone):
 // FP below config.quantization_min_size_bytes, else the regime's codec.
 Codec EffectiveCodec(const Config& config, Regime regime, size_t bytes);

@@ -20,6 +20,17 @@ inline constexpr int kNumCodecs = 5;
 inline constexpr Codec kAllCodecs[kNumCodecs] = {Codec::kFp, Codec::kInt8, Codec::kInt6,
                                                  Codec::kInt4, Codec::kInt3};
 
+// How values travel between ranks. kTwoShot (reduce-scatter, then all-gather;
+// each codec quantizes twice) moves 2(ws-1)/ws of the message per rank and
+// pays two hops; kOneShot (every rank pushes its whole input to every peer as
+// exact 16-bit values and each rank sums all of them) moves (ws-1) messages
+// per rank in one hop, so it wins for small messages. comm/policy.h picks.
+enum class Algorithm : int { kTwoShot = 0, kOneShot = 1 };
+
+constexpr const char* AlgorithmName(Algorithm a) {
+  return a == Algorithm::kOneShot ? "one-shot" : "two-shot";
+}
+
 // "FP", "INT8", ... as in QR_QUANTIZATION; "?" for an out-of-range value.
 constexpr const char* CodecName(Codec codec) {
   switch (codec) {

@@ -88,7 +88,8 @@ Status LocalGroup::Launch(int rank, const LocalCall& call, const void* in, void*
   a.error_word = static_cast<uint32_t*>(error_dev_[rank]);
   a.timeout_ticks = call.timeout_ms * ticks_per_ms_;
   a.stream = streams_[rank];
-  return LaunchTwoShot(a);
+  a.one_shot = call.one_shot;
+  return LaunchAllReduce(a);
 }
 
 Status LocalGroup::LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,

@@ -1,7 +1,7 @@
 // LocalGroup: all ranks of a two-shot group driven from ONE process, one GPU
 // per rank, with peer access instead of IPC handles. For GPU tests and
 // qr-bench: it needs neither the broker nor the client library, yet runs the
-// very kernel the GPU backend launches (LaunchTwoShot).
+// very kernels the GPU backend launches (LaunchAllReduce).
 //
 //   QR_ASSIGN_OR_RETURN(auto g, LocalGroup::Create(2));
 //   QR_RETURN_IF_ERROR(g->LaunchAll(call, ins, outs));   // enqueue on every rank
@@ -25,6 +25,7 @@ struct LocalCall {
   GpuCodec codec = GpuCodec::kFp;
   size_t count = 0;          // elements per rank
   uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
+  bool one_shot = false;        // TwoShotArgs::one_shot
 };
 
 class LocalGroup {

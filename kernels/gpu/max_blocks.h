@@ -1,6 +1,7 @@
-// The grid cap of the two-shot kernel on a device: every rank of a group must
-// use the same cap (it fixes the receive-buffer layout), and every block of a
-// launch must be resident at once, because blocks wait on their peers' blocks.
+// The grid cap of the all-reduce kernels on a device: every rank of a group
+// must use the same cap (it fixes the receive-buffer layout). Each launch
+// further clamps its grid to the blocks of its kernel that are resident at
+// once (kernels/gpu/two_shot.cu), because blocks wait on their peers' blocks.
 #ifndef QR_KERNELS_GPU_MAX_BLOCKS_H_
 #define QR_KERNELS_GPU_MAX_BLOCKS_H_
 
@@ -8,8 +9,7 @@
 
 namespace qr::kernels {
 
-// Multiprocessors x kTwoShotBlocksPerSm (the kernel's launch bounds keep that
-// many resident). kInternal/kUnavailable when the device cannot be queried.
+// Multiprocessors x kTwoShotBlocksPerSm. kInternal/kUnavailable when the device cannot be queried.
 [[nodiscard]] StatusOr<int> DefaultMaxBlocks(int device);
 
 }  // namespace qr::kernels

@@ -2,10 +2,14 @@
 
 #include <hip/hip_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
+#include "common/status_macros.h"
 #include "kernels/platform/gpu_status.h"
 
 namespace qr::kernels {
@@ -16,7 +20,7 @@ constexpr size_t kAtomStride = kTwoShotThreads * 16;  // bytes between a thread'
 
 // One block, persistent over tiles blockIdx.x, blockIdx.x + gridDim.x, ...
 template <GpuElem kElem, template <bool, int> class Codec, int kWs>
-__global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
+__global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
     TwoShotKernel(KernelParams p) {
   constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank segment
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
@@ -104,8 +108,6 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotBlocksPerSm)
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
 
-using KernelFn = void (*)(KernelParams);
-
 template <GpuElem kElem, int kWs>
 KernelFn PickCodec(GpuCodec codec) {
   switch (codec) {
@@ -165,7 +167,8 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.flags2 = flag_bytes;
   l.data1 = 2 * flag_bytes;
   l.data2 = l.data1 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
-  l.total = l.data2 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
+  l.oneshot = l.data2 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
+  l.total = l.oneshot + 2 * kGpuOneShotRegionBytes;
   return l;
 }
 
@@ -174,7 +177,34 @@ int TwoShotGrid(size_t bytes, int max_blocks) {
   return static_cast<int>(tiles < static_cast<size_t>(max_blocks) ? tiles : max_blocks);
 }
 
-Status LaunchTwoShot(const TwoShotArgs& a) {
+namespace {
+
+struct Residency {
+  int per_sm = 0;  // blocks of the kernel resident at once per multiprocessor
+  int sms = 0;
+};
+
+// Cached: the answer depends only on the kernel and the device model.
+StatusOr<Residency> ResidentBlocks(gpu::KernelFn fn, int threads) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, Residency> cache;
+  int device = 0;
+  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(fn), device};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Residency r;
+  QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(&r.per_sm, fn, threads, 0));
+  QR_GPU_RETURN_IF_ERROR(
+      hipDeviceGetAttribute(&r.sms, hipDeviceAttributeMultiprocessorCount, device));
+  if (r.per_sm <= 0) return InternalError("kernel cannot be resident on this device");
+  cache.emplace(key, r);
+  return r;
+}
+
+// Both algorithms take the same arguments and the same per-rank state.
+Status Launch(const TwoShotArgs& a, bool one_shot) {
   const size_t bytes = a.count * 2;
   if (a.world_size != 2 && a.world_size != 4 && a.world_size != 8) {
     return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(a.world_size));
@@ -182,10 +212,16 @@ Status LaunchTwoShot(const TwoShotArgs& a) {
   if (a.rank < 0 || a.rank >= a.world_size) {
     return InvalidArgumentError("rank " + std::to_string(a.rank) + " out of range");
   }
-  if (a.codec == GpuCodec::kInt3 && a.world_size != 2) {
+  if (!one_shot && a.codec == GpuCodec::kInt3 && a.world_size != 2) {
     return InvalidArgumentError("INT3 needs world size 2");
   }
   if (bytes % 16 != 0) return InvalidArgumentError("message bytes must be a multiple of 16");
+  if (one_shot && bytes > kGpuOneShotRegionBytes / static_cast<size_t>(a.world_size)) {
+    return InvalidArgumentError("one-shot takes at most " +
+                                std::to_string(kGpuOneShotRegionBytes / a.world_size) +
+                                " bytes at world size " + std::to_string(a.world_size) + ", got " +
+                                std::to_string(bytes));
+  }
   if (a.count == 0) return OkStatus();
   if (a.in == nullptr || a.out == nullptr || a.colours == nullptr || a.error_word == nullptr) {
     return InvalidArgumentError("null pointer argument");
@@ -193,7 +229,8 @@ Status LaunchTwoShot(const TwoShotArgs& a) {
   if (a.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
   const size_t tiles = (bytes + kTwoShotTileBytes - 1) / kTwoShotTileBytes;
   if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
-  gpu::KernelFn fn = gpu::PickKernel(a.elem, a.world_size, a.codec);
+  gpu::KernelFn fn = one_shot ? gpu::OneShotKernelFor(a.elem, a.world_size)
+                              : gpu::PickKernel(a.elem, a.world_size, a.codec);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
 
   const TwoShotLayout l = MakeTwoShotLayout(a.max_blocks);
@@ -213,14 +250,37 @@ Status LaunchTwoShot(const TwoShotArgs& a) {
   p.data2 = l.data2;
   p.colours = a.colours;
   p.dev_error = a.colours + a.max_blocks;
+  p.oneshot = l.oneshot;
+  p.oneshot_counter = a.colours + a.max_blocks + 1;
+  p.oneshot_done = a.colours + a.max_blocks + 2;
   p.abort_word = a.abort_word;
   p.error_word = a.error_word;
   p.timeout_ticks = a.timeout_ticks;
-  const int grid = TwoShotGrid(bytes, a.max_blocks);
-  hipLaunchKernelGGL(fn, dim3(grid), dim3(kTwoShotThreads), 0, static_cast<hipStream_t>(a.stream),
-                     p);
+  const int threads = one_shot ? gpu::kOneShotThreads : kTwoShotThreads;
+  // Every rank runs the same binary on the same GPU model (the broker checks
+  // the layout, which follows the multiprocessor count), so the clamp gives
+  // every rank the same grid.
+  QR_ASSIGN_OR_RETURN(const Residency res, ResidentBlocks(fn, threads));
+  int per_sm = res.per_sm;
+  // FP without conversions is pure data movement and two blocks per
+  // multiprocessor already fill the link; a third floods it (fp16 at >= 64
+  // MiB became 10x slower on H200, docs/performance.md). Codecs that compute
+  // (quantized, or the bf16 cast) gain from the third.
+  if (!one_shot && a.codec == GpuCodec::kFp && a.elem != GpuElem::kBf16Cast &&
+      per_sm > kTwoShotFpBlocksPerSm) {
+    per_sm = kTwoShotFpBlocksPerSm;
+  }
+  const int cap = per_sm * res.sms < a.max_blocks ? per_sm * res.sms : a.max_blocks;
+  const int grid = one_shot ? gpu::OneShotGrid(bytes, cap) : TwoShotGrid(bytes, cap);
+  hipLaunchKernelGGL(fn, dim3(grid), dim3(threads), 0, static_cast<hipStream_t>(a.stream), p);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());
   return OkStatus();
 }
+
+}  // namespace
+
+Status LaunchTwoShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/false); }
+Status LaunchOneShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/true); }
+Status LaunchAllReduce(const TwoShotArgs& a) { return Launch(a, a.one_shot); }
 
 }  // namespace qr::kernels

@@ -28,8 +28,21 @@ inline constexpr int kTwoShotAtoms = 8;          // 16-byte vectors per thread p
 inline constexpr size_t kTwoShotTileBytes = 32768;  // kTwoShotThreads * kTwoShotAtoms * 16
 // Bytes one block's phase slot holds (the FP codec's wire tile, the largest).
 inline constexpr size_t kTwoShotSlotBytes = kTwoShotTileBytes;
-// Blocks per multiprocessor that the grid may use (all stay resident).
-inline constexpr int kTwoShotBlocksPerSm = 2;
+// Blocks per multiprocessor the layout has slots for. A launch uses at most
+// as many blocks as stay resident for its kernel (occupancy query), so a
+// kernel that fits fewer per multiprocessor never waits on a block that
+// cannot start.
+inline constexpr int kTwoShotBlocksPerSm = 3;
+// Blocks per multiprocessor every two-shot kernel is compiled to fit
+// (__launch_bounds__: at most 128 registers per thread).
+inline constexpr int kTwoShotMinBlocksPerSm = 2;
+// Blocks per multiprocessor the FP codec's two-shot launches use at most
+// when they convert nothing (fp16, plain bf16).
+inline constexpr int kTwoShotFpBlocksPerSm = 2;
+// One-shot (kernels/one_shot_reference.h): bytes of one phase of a rank's
+// one-shot region (world_size sources of up to kGpuOneShotRegionBytes / ws
+// bytes each); a call may carry at most kGpuOneShotRegionBytes / ws bytes.
+inline constexpr size_t kGpuOneShotRegionBytes = size_t{8} << 20;
 
 // Values the kernel writes into the error word when it gives up.
 inline constexpr uint32_t kGpuErrorNone = 0;
@@ -43,12 +56,15 @@ struct TwoShotLayout {
   size_t flags2 = 0;  // same for phase 2
   size_t data1 = 0;   // [max_blocks][kTwoShotSlotBytes]
   size_t data2 = 0;
-  size_t total = 0;   // bytes to allocate
+  size_t oneshot = 0; // [2 phases][kGpuOneShotRegionBytes], zero = empty
+  size_t total = 0;   // bytes to allocate (zeroed once before first use)
 };
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
 
-// Words of device state (colours + device error flag) a rank needs.
-constexpr size_t TwoShotStateWords(int max_blocks) { return static_cast<size_t>(max_blocks) + 1; }
+// Words of device state a rank needs: [0, max_blocks) the two-shot colours,
+// [max_blocks] the device error flag, [max_blocks + 1] the one-shot call
+// counter, [max_blocks + 2] the one-shot blocks-done count.
+constexpr size_t TwoShotStateWords(int max_blocks) { return static_cast<size_t>(max_blocks) + 3; }
 
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);
@@ -80,11 +96,18 @@ struct TwoShotArgs {
   uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
   uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
   void* stream = nullptr;                // hipStream_t
+  // One-shot instead of two-shot: the codec is ignored (values travel
+  // exactly) and count * 2 <= kGpuOneShotRegionBytes / world_size.
+  bool one_shot = false;
 };
 
 // Validates and launches. kInvalidArgument for bad arguments (null, odd size,
 // INT3 with world size != 2, ...), kInternal on a launch error.
 [[nodiscard]] Status LaunchTwoShot(const TwoShotArgs& args);
+// The same for the one-shot kernel (kernels/gpu/one_shot.cu).
+[[nodiscard]] Status LaunchOneShot(const TwoShotArgs& args);
+// LaunchOneShot when args.one_shot, else LaunchTwoShot.
+[[nodiscard]] Status LaunchAllReduce(const TwoShotArgs& args);
 
 }  // namespace qr::kernels
 

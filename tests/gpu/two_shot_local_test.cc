@@ -1,6 +1,6 @@
-// Two GPUs driven from one process (peer access, no broker): the two-shot
-// kernel against the host reference bit for bit, graph replay, the
-// alternating-shape hang regression, and abort/timeout giving up.
+// Two GPUs driven from one process (peer access, no broker): the two-shot and
+// one-shot kernels against the host references bit for bit, graph replay,
+// the alternating-shape hang regression, and abort/timeout giving up.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +12,7 @@
 
 #include "kernels/gpu/local_group.h"
 #include "kernels/gpu/two_shot.h"
+#include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/two_shot_reference.h"
 #include "tests/gpu/test_data.h"
@@ -56,6 +57,11 @@ std::unique_ptr<RankBuffers> Alloc(size_t count) {
   return b;
 }
 
+Status Reference(bool one_shot, const TwoShotParams& p, const uint16_t* const* in,
+                 uint16_t* const* out) {
+  return one_shot ? ReferenceOneShotAllReduce(p, in, out) : ReferenceAllReduce(p, in, out);
+}
+
 class TwoShotLocalTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -69,9 +75,11 @@ class TwoShotLocalTest : public ::testing::Test {
   // Runs one all-reduce of host inputs and checks both ranks against the
   // reference, bit for bit; in_place uses the input buffer as output.
   void RunAndCheck(GpuElem elem, GpuCodec codec, size_t count,
-                   const std::vector<std::vector<uint16_t>>& inputs, bool in_place = false) {
-    SCOPED_TRACE(std::string(testing::GpuCodecName(codec)) + " " + testing::ElemName(elem) +
-                 " count=" + std::to_string(count) + (in_place ? " in-place" : ""));
+                   const std::vector<std::vector<uint16_t>>& inputs, bool in_place = false,
+                   bool one_shot = false) {
+    SCOPED_TRACE(std::string(one_shot ? "one-shot " : "") + testing::GpuCodecName(codec) + " " +
+                 testing::ElemName(elem) + " count=" + std::to_string(count) +
+                 (in_place ? " in-place" : ""));
     auto buf = Alloc(count);
     ASSERT_NE(buf, nullptr);
     std::vector<const void*> ins;
@@ -84,7 +92,7 @@ class TwoShotLocalTest : public ::testing::Test {
       ins.push_back(buf->in[r]);
       outs.push_back(in_place ? buf->in[r] : buf->out[r]);
     }
-    LocalCall call{elem, codec, count, 10000};
+    LocalCall call{elem, codec, count, 10000, one_shot};
     ASSERT_OK(group_->LaunchAll(call, ins, outs));
     ASSERT_OK(group_->Synchronize());
     for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
@@ -96,8 +104,8 @@ class TwoShotLocalTest : public ::testing::Test {
       in_ptrs.push_back(inputs[r].data());
       want_ptrs.push_back(want[r].data());
     }
-    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(elem, codec, kWs, count), in_ptrs.data(),
-                                 want_ptrs.data()));
+    ASSERT_OK(Reference(one_shot, testing::ReferenceParams(elem, codec, kWs, count), in_ptrs.data(),
+                        want_ptrs.data()));
     std::vector<uint16_t> first;
     for (int r = 0; r < kWs; ++r) {
       std::vector<uint16_t> got(count + 8);
@@ -154,6 +162,38 @@ INSTANTIATE_TEST_SUITE_P(
              testing::ElemName(std::get<1>(info.param));
     });
 
+class OneShotBitExactTest : public TwoShotLocalTest,
+                            public ::testing::WithParamInterface<GpuElem> {};
+
+// One-shot against its reference (which equals two-shot FP) from one atom to
+// the largest call it takes, with NaN/inf, the wire's special patterns
+// (0xFFFF, 0xFFFE, zeros) and a codec it must ignore; then in place.
+TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
+  const GpuElem elem = GetParam();
+  const size_t max = static_cast<size_t>(OneShotMaxElems(kWs));
+  const size_t sizes[] = {8, 16, 2048, 2056, 4096 * 8, 100000, max - 8, max};
+  uint64_t seed = 3;
+  for (size_t count : sizes) {
+    std::vector<std::vector<uint16_t>> in;
+    for (int r = 0; r < kWs; ++r) {
+      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 131 + count, true));
+      for (size_t i = r; i < count; i += 37) in[r][i] = (i / 37) % 3 == 0 ? 0xFFFF
+                                                       : (i / 37) % 3 == 1 ? 0xFFFE : 0;
+    }
+    RunAndCheck(elem, seed % 2 ? GpuCodec::kInt4 : GpuCodec::kFp, count, in, false, true);
+    if (HasFatalFailure()) return;
+  }
+  std::vector<std::vector<uint16_t>> in;
+  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(ElemDType(elem), 50000, 7 + r, false));
+  RunAndCheck(elem, GpuCodec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, OneShotBitExactTest,
+                         ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast),
+                         [](const ::testing::TestParamInfo<GpuElem>& info) {
+                           return std::string(testing::ElemName(info.param));
+                         });
+
 TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
   const size_t count = (256u << 20) / 2;
   const std::tuple<GpuCodec, GpuElem> cases[] = {{GpuCodec::kFp, GpuElem::kFp16},
@@ -177,10 +217,16 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
     GpuElem elem;
     GpuCodec codec;
     size_t count;
+    bool one_shot;
   };
-  const Op ops[] = {{GpuElem::kFp16, GpuCodec::kFp, 32768},
-                    {GpuElem::kFp16, GpuCodec::kInt4, (1 << 19) + 8},
-                    {GpuElem::kBf16Cast, GpuCodec::kInt8, 100000}};
+  // Two-shot and one-shot mixed; an odd number of one-shot calls per replay
+  // flips the one-shot phase between replays.
+  const Op ops[] = {{GpuElem::kFp16, GpuCodec::kFp, 32768, false},
+                    {GpuElem::kBf16, GpuCodec::kFp, 4096, true},
+                    {GpuElem::kFp16, GpuCodec::kInt4, (1 << 19) + 8, false},
+                    {GpuElem::kFp16, GpuCodec::kFp, 200000, true},
+                    {GpuElem::kBf16Cast, GpuCodec::kInt8, 100000, false},
+                    {GpuElem::kBf16Cast, GpuCodec::kFp, 8, true}};
   constexpr int kSets = 4;
   constexpr int kReplays = 1000;
   std::vector<std::unique_ptr<RankBuffers>> bufs;
@@ -203,8 +249,8 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
         ip.push_back(in[r].data());
         op_ptrs.push_back(out[r].data());
       }
-      ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(op.elem, op.codec, kWs, op.count),
-                                   ip.data(), op_ptrs.data()));
+      ASSERT_OK(Reference(op.one_shot, testing::ReferenceParams(op.elem, op.codec, kWs, op.count),
+                          ip.data(), op_ptrs.data()));
       inputs.back().push_back(std::move(in));
       want.back().push_back(std::move(out));
     }
@@ -214,7 +260,7 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
     ASSERT_OK(gpu::SetDevice(r));
     ASSERT_OK(gpu::BeginCapture(group_->stream(r)));
     for (size_t i = 0; i < std::size(ops); ++i) {
-      LocalCall call{ops[i].elem, ops[i].codec, ops[i].count, 10000};
+      LocalCall call{ops[i].elem, ops[i].codec, ops[i].count, 10000, ops[i].one_shot};
       ASSERT_OK(group_->Launch(r, call, bufs[i]->in[r], bufs[i]->out[r]));
     }
     ASSERT_OK_AND_ASSIGN(graphs[r], gpu::EndCapture(group_->stream(r)));
@@ -295,6 +341,57 @@ TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
   std::printf("50000 alternating calls: %.2f s (%.1f us/call)\n", s, s * 1e6 / kCalls);
 }
 
+// One-shot calls whose grids differ (1, 32 and 256 blocks) interleaved with
+// a two-shot call: phases and per-call counters must stay in step.
+TEST_F(TwoShotLocalTest, TwentyThousandMixedOneShotCallsStayCorrect) {
+  struct Op {
+    size_t count;
+    bool one_shot;
+  };
+  const Op ops[] = {{2048, true}, {1 << 18, true}, {(1 << 18) + 8, false}, {65536, true}};
+  std::vector<std::unique_ptr<RankBuffers>> bufs;
+  std::vector<std::vector<std::vector<uint16_t>>> want(std::size(ops));
+  for (size_t k = 0; k < std::size(ops); ++k) {
+    bufs.push_back(Alloc(ops[k].count));
+    ASSERT_NE(bufs.back(), nullptr);
+    std::vector<std::vector<uint16_t>> in;
+    std::vector<const uint16_t*> ip;
+    std::vector<uint16_t*> op;
+    want[k].assign(kWs, std::vector<uint16_t>(ops[k].count));
+    for (int r = 0; r < kWs; ++r) {
+      in.push_back(testing::MakeInput(DType::kFloat16, ops[k].count, 500 + 10 * k + r, false));
+    }
+    for (int r = 0; r < kWs; ++r) {
+      ip.push_back(in[r].data());
+      op.push_back(want[k][r].data());
+      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), ops[k].count * 2));
+    }
+    ASSERT_OK(Reference(ops[k].one_shot,
+                        testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt8, kWs, ops[k].count),
+                        ip.data(), op.data()));
+  }
+  constexpr int kCalls = 20000;
+  for (int i = 0; i < kCalls; ++i) {
+    const size_t k = (i * 7 + i / 3) % std::size(ops);
+    LocalCall call{GpuElem::kFp16, GpuCodec::kInt8, ops[k].count, 10000, ops[k].one_shot};
+    std::vector<const void*> ins(bufs[k]->in.begin(), bufs[k]->in.end());
+    ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
+    if (i % 2500 == 2499) {
+      ASSERT_OK(group_->Synchronize());
+      for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
+      for (size_t j = 0; j < std::size(ops); ++j) {
+        for (int r = 0; r < kWs; ++r) {
+          std::vector<uint16_t> got(ops[j].count);
+          ASSERT_OK(gpu::SetDevice(r));
+          ASSERT_OK(gpu::Memcpy(got.data(), bufs[j]->out[r], ops[j].count * 2));
+          ASSERT_EQ(FirstDifference(got, want[j][r]), "") << "call " << i << " op " << j;
+        }
+      }
+    }
+  }
+}
+
 // Polls until rank's stream is idle or `limit` passes; returns the time taken.
 double DrainSeconds(LocalGroup& g, int rank, double limit) {
   const auto start = std::chrono::steady_clock::now();
@@ -328,6 +425,15 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
   std::printf("abort: stream drained %.1f ms after the abort word was raised\n", s * 1e3);
 }
 
+TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
+  auto buf = Alloc(1 << 16);
+  ASSERT_NE(buf, nullptr);
+  LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 16, 300, /*one_shot=*/true};
+  ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+  EXPECT_LT(DrainSeconds(*group_, 0, 5.0), 1.5);
+  EXPECT_EQ(group_->error(0), kGpuErrorTimeout);
+}
+
 TEST_F(TwoShotLocalTest, BoundedWaitTimesOutAndSetsErrorWord) {
   auto buf = Alloc(1 << 16);
   ASSERT_NE(buf, nullptr);
@@ -351,6 +457,9 @@ TEST_F(TwoShotLocalTest, RejectsBadArguments) {
   a.codec = GpuCodec::kFp;
   a.count = 7;
   EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
+  a.world_size = 2;
+  a.count = kGpuOneShotRegionBytes / 2 / 2 + 8;  // one atom more than one-shot holds
+  EXPECT_THAT(LaunchOneShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
 }
 
 }  // namespace
