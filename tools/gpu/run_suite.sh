@@ -38,7 +38,7 @@ for p in $suite; do
         part backend 300 .device/bin/gpu_backend_test --broker=.device/bin/qr-broker --gtest_brief=1 ;;
     sanitizer)
       part memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT4_fp16:*RejectsBadArguments'
+        .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT4_fp16:AllDtypes/OneShotBitExactTest.EqualsReferenceAtManySizes/bf16:*RejectsBadArguments'
       part racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
         .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT6_bf16cast' ;;
     bench)
