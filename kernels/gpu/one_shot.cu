@@ -91,15 +91,13 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
     float acc[8];
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
+      if (!ok) continue;  // not break: the loop must stay unrollable
       Vec16 v;
       if (s == p.rank) {
         v = FromWire(ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + a * 16))));
       } else {
         char* src = mine + s * kPerSource + a * 16;
-        if (!Receive(src, v, p)) {
-          ok = false;
-          break;
-        }
+        ok = Receive(src, v, p);
         platform::StoreRemote16(src, Vec16{});
         v = FromWire(v);
       }
