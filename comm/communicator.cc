@@ -205,12 +205,18 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   call.codec = apply_threshold ? EffectiveCodec(config, regime, bytes) : CodecForRegime(regime);
   call.cast_bf16_to_fp16 = cast && dtype == DType::kBFloat16;
   call.stream = stream;
+  // The same function on every rank and backend (DESIGN.md): same call, same
+  // algorithm, same bits.
+  call.algorithm = ChooseAlgorithm(config, bytes, options.world_size);
   Status s = backend->AllReduce(call);
   if (!s.ok()) {
     if (sticky.ok()) sticky = s;
     return s;
   }
-  group->CountOp(static_cast<int>(call.codec), bytes);
+  // The counters are per codec on the wire: a one-shot call moves exact
+  // 16-bit values whatever codec it names, so it counts as FP.
+  const Codec counted = call.algorithm == Algorithm::kOneShot ? Codec::kFp : call.codec;
+  group->CountOp(static_cast<int>(counted), bytes);
   return OkStatus();
 }
 

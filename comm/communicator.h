@@ -61,7 +61,10 @@ class Communicator {
   bool ShouldAllReduce(size_t bytes, DType dtype) const;
 
   // All-reduce with the configured regime; FP below the quantization
-  // threshold. kUnsupported when the configured regime is NONE.
+  // threshold. kUnsupported when the configured regime is NONE. Both
+  // overloads run one-shot (exact, the regime's codec unused) when
+  // ChooseAlgorithm (comm/policy.h) says so: up to QR_ONE_SHOT_MAX_KB, by
+  // default a few hundred KiB depending on the world size.
   [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
                                  void* stream = nullptr);
   // All-reduce with `regime` forced (NONE is kUnsupported, INT3 needs world

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
+#include "kernels/one_shot_reference.h"
 #include "kernels/two_shot_reference.h"
 
 namespace qr {
@@ -20,7 +21,7 @@ namespace {
 namespace k = ::qr::kernels;
 
 constexpr uint64_t kMagic = 0x5152484f53543031ULL;  // "QRHOST01"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;
 constexpr size_t kPage = 4096;
 
 struct SegmentHeader {
@@ -28,6 +29,7 @@ struct SegmentHeader {
   uint32_t version;
   uint32_t world_size;
   uint64_t num_slots;
+  uint64_t one_shot_region_bytes;  // per phase
 };
 
 // One per (phase, source rank), written only by that source. `call` describes
@@ -42,15 +44,26 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free,
 static_assert(sizeof(FlagLine) == 64);
 
 constexpr size_t kFlagsOffset = kPage;
-// Flag sets: phase 0, phase 1, and "connected" (the join barrier).
+// Flag sets: two-shot phases 0 and 1 (colour: the round), "connected" (the
+// join barrier), and one-shot phases 0 and 1 (colour: the one-shot call).
+// One-shot has sets of its own so that a rank one call ahead in one
+// algorithm never overwrites a flag (and its call description) that a slower
+// rank is still waiting on in the other.
 constexpr int kConnectedSet = 2;
-constexpr size_t kFlagsBytes = 3 * k::kMaxWorldSize * sizeof(FlagLine);
+constexpr int kOneShotSet = 3;  // + phase
+constexpr int kNumFlagSets = 5;
+constexpr size_t kFlagsBytes = kNumFlagSets * k::kMaxWorldSize * sizeof(FlagLine);
 static_assert(kFlagsBytes <= kPage);
 constexpr size_t kDataOffset = 2 * kPage;
+// The one-shot receive region (2 phases) follows the two-shot slots.
+constexpr size_t kOneShotOffset =
+    kDataOffset + (static_cast<size_t>(k::RecvBufferBytes(kHostSlots)) + kPage - 1) / kPage * kPage;
 
 constexpr size_t SegmentBytes() {
-  return kDataOffset + static_cast<size_t>(k::RecvBufferBytes(kHostSlots));
+  return kOneShotOffset + 2 * static_cast<size_t>(k::kOneShotRegionBytes);
 }
+
+bool IsOneShotSet(int set) { return set == kOneShotSet || set == kOneShotSet + 1; }
 
 // A mapped receive buffer, ours or a peer's.
 struct View {
@@ -62,18 +75,29 @@ struct View {
   uint8_t* recv(int64_t slot, int phase, int source, int world_size) const {
     return base + kDataOffset + k::RecvOffset(kHostSlots, slot, phase, source, world_size);
   }
+  // Where `source`'s one-shot values of `phase` land: OneShotMaxElems each,
+  // at offsets that depend on the world size only, not on the call.
+  uint16_t* one_shot(int phase, int source, int world_size) const {
+    return reinterpret_cast<uint16_t*>(base + kOneShotOffset +
+                                       static_cast<size_t>(phase) * k::kOneShotRegionBytes) +
+           static_cast<size_t>(source) * k::OneShotMaxElems(world_size);
+  }
 };
 
-uint64_t DescribeCall(const k::TwoShotParams& p) {
-  return static_cast<uint64_t>(p.num_elems) << 16 | static_cast<uint64_t>(p.codec) << 8 |
-         static_cast<uint64_t>(p.dtype) << 1 | (p.cast_bf16_to_fp16 ? 1u : 0u);
+// The codec stays in a one-shot call's description although one-shot ignores
+// it: ranks naming different regimes disagree about the call all the same.
+uint64_t DescribeCall(const k::TwoShotParams& p, Algorithm algorithm) {
+  return static_cast<uint64_t>(p.num_elems) << 16 | static_cast<uint64_t>(algorithm) << 12 |
+         static_cast<uint64_t>(p.codec) << 8 | static_cast<uint64_t>(p.dtype) << 1 |
+         (p.cast_bf16_to_fp16 ? 1u : 0u);
 }
 
 std::string CallText(uint64_t desc) {
-  const auto codec = static_cast<Codec>((desc >> 8) & 0xff);
+  const auto algorithm = static_cast<Algorithm>((desc >> 12) & 0xf);
+  const auto codec = static_cast<Codec>((desc >> 8) & 0xf);
   const auto dtype = static_cast<DType>((desc >> 1) & 0x7f);
   return std::to_string(desc >> 16) + " x " + DTypeName(dtype) + " " + CodecName(codec) +
-         ((desc & 1) ? " (cast)" : "");
+         ((desc & 1) ? " (cast)" : "") + " " + AlgorithmName(algorithm);
 }
 
 class HostBackend final : public Backend {
@@ -105,6 +129,7 @@ class HostBackend final : public Backend {
     h->version = kLayoutVersion;
     h->world_size = static_cast<uint32_t>(world_size_);
     h->num_slots = kHostSlots;
+    h->one_shot_region_bytes = k::kOneShotRegionBytes;
     return OkStatus();
   }
 
@@ -140,7 +165,8 @@ class HostBackend final : public Backend {
       View v{static_cast<uint8_t*>(peer.data())};
       const SegmentHeader* h = v.header();
       if (h->magic != kMagic || h->version != kLayoutVersion ||
-          h->world_size != static_cast<uint32_t>(world_size_) || h->num_slots != kHostSlots) {
+          h->world_size != static_cast<uint32_t>(world_size_) || h->num_slots != kHostSlots ||
+          h->one_shot_region_bytes != static_cast<uint64_t>(k::kOneShotRegionBytes)) {
         return InvalidArgumentError("rank " + std::to_string(m.rank) + "'s buffer " + name +
                                     " has another layout");
       }
@@ -162,8 +188,16 @@ class HostBackend final : public Backend {
     p.dtype = call.dtype;
     p.cast_bf16_to_fp16 = call.cast_bf16_to_fp16;
     p.num_elems = static_cast<int64_t>(call.count);
-    QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
-    Status s = Run(p, static_cast<const uint16_t*>(call.in), static_cast<uint16_t*>(call.out));
+    const auto* in = static_cast<const uint16_t*>(call.in);
+    auto* out = static_cast<uint16_t*>(call.out);
+    Status s;
+    if (call.algorithm == Algorithm::kOneShot) {
+      QR_RETURN_IF_ERROR(k::ValidateOneShotParams(p));
+      s = RunOneShot(p, in, out);
+    } else {
+      QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
+      s = Run(p, in, out);
+    }
     if (!s.ok() && s.code() != StatusCode::kInvalidArgument) sticky_ = s;
     return s;
   }
@@ -172,7 +206,7 @@ class HostBackend final : public Backend {
 
  private:
   Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
-    const uint64_t desc = DescribeCall(p);
+    const uint64_t desc = DescribeCall(p, Algorithm::kTwoShot);
     const int64_t tiles = k::NumTiles(p.num_elems);
     const int64_t seg_wire = k::SegmentWireBytes(p.codec, world_size_);
     const View& me = peers_[rank_];
@@ -211,6 +245,51 @@ class HostBackend final : public Backend {
     return OkStatus();
   }
 
+  // One-shot (kernels/one_shot_reference.h): my whole input, in wire form,
+  // into slot [phase][rank_] of every rank's one-shot region (mine included),
+  // one flag, one wait, then every rank sums the ws sources in rank order.
+  //
+  // Why two phases suffice: a rank raises its flag of a call only after it
+  // has finished reading everything of its previous call, and no rank
+  // finishes a call before every rank raised its flag of that call. So a
+  // fast rank is at most one call ahead of the slowest: while rank B still
+  // reads one-shot call c from phase c % 2, a peer may already write call
+  // c + 1, but into phase (c + 1) % 2 (or into the two-shot slots); writing
+  // phase c % 2 again means starting call c + 2, which needs B's flag of
+  // call c + 1, which B raises only after it is done with call c. The same
+  // argument keeps each flag line (colour and call description) of phase
+  // c % 2 unchanged until every rank has read it.
+  Status RunOneShot(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
+    const uint64_t desc = DescribeCall(p, Algorithm::kOneShot);
+    // Every rank makes the same sequence of calls, so the counter (and the
+    // phase) agrees across ranks.
+    const uint64_t colour = ++one_shot_calls_;
+    const int phase = static_cast<int>(colour % 2);
+    const View& me = peers_[rank_];
+    uint16_t* mine = me.one_shot(phase, rank_, world_size_);
+    k::EncodeOneShot(p, in, p.num_elems, mine);
+    const size_t bytes = static_cast<size_t>(p.num_elems) * sizeof(uint16_t);
+    for (int s = 0; s < world_size_; ++s) {
+      if (s != rank_) std::memcpy(peers_[s].one_shot(phase, rank_, world_size_), mine, bytes);
+    }
+    Raise(kOneShotSet + phase, colour, desc);
+    QR_RETURN_IF_ERROR(WaitAll(kOneShotSet + phase, colour, desc, options_.op_timeout_ms));
+    const uint16_t* received[k::kMaxWorldSize];
+    for (int s = 0; s < world_size_; ++s) received[s] = me.one_shot(phase, s, world_size_);
+    k::ReduceOneShot(p, received, p.num_elems, out);
+    return OkStatus();
+  }
+
+  // The highest colour `src` has raised in the flag sets of the algorithm
+  // that `set` does not belong to (acquire), for comparison with how far this
+  // rank got in that algorithm.
+  uint64_t OtherAlgorithmColour(int set, int src) const {
+    const View& me = peers_[rank_];
+    if (IsOneShotSet(set)) return me.flag(0, src).colour.load(std::memory_order_acquire);
+    return std::max(me.flag(kOneShotSet, src).colour.load(std::memory_order_acquire),
+                    me.flag(kOneShotSet + 1, src).colour.load(std::memory_order_acquire));
+  }
+
   // Release: the data written above becomes visible to whoever acquires the
   // colour.
   void Raise(int phase, uint64_t colour, uint64_t desc) {
@@ -228,18 +307,33 @@ class HostBackend final : public Backend {
     const View& me = peers_[rank_];
     const volatile uint32_t* abort_word = group_->abort_word();
     int next = 0;  // sources before `next` have arrived
+    // Ranks whose policy disagrees (e.g. another QR_ONE_SHOT_MAX_KB) run the
+    // other algorithm for this call. Such a source is ahead of this rank in
+    // the other algorithm's flags without having raised ours; a source
+    // legitimately one call ahead raised ours first (release), so reading the
+    // other colour before ours (acquire) cannot mistake it for a stray.
+    const bool data_wait = phase != kConnectedSet;
+    const uint64_t my_other = IsOneShotSet(phase) ? round_ : one_shot_calls_;
+    int strayed = -1;
     auto ready = [&] {
-      while (next < world_size_ &&
-             me.flag(phase, next).colour.load(std::memory_order_acquire) >= colour) {
+      while (next < world_size_) {
+        const bool ahead = data_wait && OtherAlgorithmColour(phase, next) > my_other;
+        if (me.flag(phase, next).colour.load(std::memory_order_acquire) < colour) {
+          if (ahead) strayed = next;
+          return ahead;
+        }
         ++next;
       }
-      return next == world_size_;
+      return true;
     };
     auto aborted = [&] { return __atomic_load_n(abort_word, __ATOMIC_ACQUIRE) != 0; };
-    Status s = BoundedWait(ready, aborted, deadline,
-                           phase == kConnectedSet ? std::string("peers to map this rank's buffer")
-                                                  : "phase " + std::to_string(phase + 1) +
-                                                        " data of round " + std::to_string(colour));
+    std::string what = "peers to map this rank's buffer";
+    if (IsOneShotSet(phase)) {
+      what = "one-shot data of call " + std::to_string(colour);
+    } else if (data_wait) {
+      what = "phase " + std::to_string(phase + 1) + " data of round " + std::to_string(colour);
+    }
+    Status s = BoundedWait(ready, aborted, deadline, what);
     if (s.code() == StatusCode::kTimeout) {
       const std::string why =
           "rank " + std::to_string(rank_) + " " + s.message() + " from rank " +
@@ -253,6 +347,15 @@ class HostBackend final : public Backend {
       return g.ok() ? s : PeerFailedError(g.message());
     }
     QR_RETURN_IF_ERROR(s);
+    if (strayed >= 0) {
+      const Algorithm theirs = IsOneShotSet(phase) ? Algorithm::kTwoShot : Algorithm::kOneShot;
+      const std::string why = "collective mismatch: rank " + std::to_string(strayed) + " ran " +
+                              AlgorithmName(theirs) + " where rank " + std::to_string(rank_) +
+                              " runs " + CallText(desc) +
+                              " (do the ranks' QR_ONE_SHOT_MAX_KB differ?)";
+      group_->RaiseAbort(why).IgnoreError();
+      return PeerFailedError(why);
+    }
     for (int src = 0; src < world_size_; ++src) {
       const uint64_t theirs = me.flag(phase, src).call.load(std::memory_order_relaxed);
       if (theirs != desc) {
@@ -275,7 +378,8 @@ class HostBackend final : public Backend {
   std::vector<ShmMapping> mapped_;
   std::vector<View> peers_;  // by rank; peers_[rank_] is own_
   ipc::GroupMembership* group_ = nullptr;
-  uint64_t round_ = 0;
+  uint64_t round_ = 0;           // two-shot rounds so far (the colour of sets 0, 1)
+  uint64_t one_shot_calls_ = 0;  // one-shot calls so far (the colour of its sets)
   std::vector<uint16_t> reduced_;
   Status sticky_;
 };

@@ -1,20 +1,28 @@
-// The host backend: the two-shot reference (kernels/two_shot_reference.h)
-// run across processes over POSIX shared memory, bit-identical to
-// ReferenceAllReduce().
+// The host backend: the two-shot reference (kernels/two_shot_reference.h) and
+// the one-shot reference (kernels/one_shot_reference.h) run across processes
+// over POSIX shared memory, bit-identical to ReferenceAllReduce() and
+// ReferenceOneShotAllReduce(); AllReduceCall::algorithm picks.
 //
 // Each rank creates one shm object `<group segment>-host<rank>` (0600) with a
-// header page, a flag page and its receive buffer (2 phases x kHostSlots
-// slots of 32 KiB at the reference's fixed offsets), publishes the name in its
-// slot (BlobKind::kHostSegment) and maps every peer's object after READY.
-// A call is processed in rounds of up to kHostSlots tiles: encode my input
-// segments into the owners' phase-0 slots, raise my flag there, wait for all
-// sources, reduce, re-encode into every rank's phase-1 slots, raise flags,
-// wait, decode. Flags hold a round number (colour) that only grows, so no call
-// ever matches a stale flag. Every wait is bounded (QR_OP_TIMEOUT_MS, default
-// 30000, per wait: a long call that keeps progressing never times out) and
-// polls the group's abort word; a wait that times out raises the abort so the
-// peers stop too. Connect() ends with a barrier (every peer has mapped this
-// rank's buffer), so a rank may leave right after joining.
+// header page, a flag page, its two-shot receive buffer (2 phases x
+// kHostSlots slots of 32 KiB at the reference's fixed offsets) and its
+// one-shot receive region (2 phases x kOneShotRegionBytes), publishes the
+// name in its slot (BlobKind::kHostSegment) and maps every peer's object
+// after READY.
+// A one-shot call writes my encoded input into every rank's region, raises
+// one flag, waits for all sources and sums them; calls alternate between the
+// region's two phases (host_backend.cc says why two are enough).
+// A two-shot call is processed in rounds of up to kHostSlots tiles: encode
+// my input segments into the owners' phase-0 slots, raise my flag there, wait
+// for all sources, reduce, re-encode into every rank's phase-1 slots, raise
+// flags, wait, decode. Flags hold a round (two-shot) or call (one-shot)
+// number, the colour, that only grows, so no call ever matches a stale flag;
+// ranks whose calls disagree (size, dtype, codec, algorithm) fail the group.
+// Every wait is bounded (QR_OP_TIMEOUT_MS, default 30000, per wait: a long
+// call that keeps progressing never times out) and polls the group's abort
+// word; a wait that times out raises the abort so the peers stop too.
+// Connect() ends with a barrier (every peer has mapped this rank's buffer),
+// so a rank may leave right after joining.
 #ifndef QR_COMM_HOST_BACKEND_H_
 #define QR_COMM_HOST_BACKEND_H_
 

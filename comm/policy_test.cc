@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/one_shot_reference.h"
 
 namespace qr {
 namespace {
@@ -215,13 +216,14 @@ TEST(PolicyTest, OneShotCeilingOverride) {
   }
 }
 
-// An override above what the one-shot region holds (2 MiB per phase shared
-// by ws sources: 1 MiB at ws 2, 512 KiB at 4, 256 KiB at 8) is clamped to it.
+// An override above what one source's share of the one-shot region holds
+// (kernels/one_shot_reference.h) is clamped to it.
 TEST(PolicyTest, OneShotCeilingIsClampedToTheRegion) {
   Config c = ConfigFor(Regime::kInt8, false);
   c.one_shot_max_bytes = int64_t{1} << 40;
-  for (const auto& [ws, region] : {std::pair<int, size_t>{2, 1 << 20}, {4, 512 << 10},
-                                   {8, 256 << 10}}) {
+  for (int ws : {2, 4, 8}) {
+    const size_t region = static_cast<size_t>(kernels::OneShotMaxElems(ws)) * 2;
+    EXPECT_GE(region, static_cast<size_t>(DefaultOneShotMaxBytes(ws))) << ws;
     EXPECT_EQ(ChooseAlgorithm(c, region, ws), Algorithm::kOneShot) << ws;
     EXPECT_EQ(ChooseAlgorithm(c, region + 16, ws), Algorithm::kTwoShot) << ws;
   }

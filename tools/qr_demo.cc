@@ -1,8 +1,9 @@
 // qr-demo: the main job. Starts `--world-size` independent worker processes
 // (fork+exec of this binary), which join one group through the broker
 // (started on demand), all-reduce in every regime and both dtypes over a few
-// sizes, check every result (bit-identical to the host reference, and within
-// the codec's proven bound of the exact sum) and time the calls. Rank 0
+// sizes, check every result (bit-identical to the host reference of the
+// algorithm the policy chose, one-shot for small sizes and two-shot above,
+// and within the proven bound of the exact sum) and time the calls. Rank 0
 // prints a progress line and the table. Exit code 0 only if every check of
 // every rank passed.
 //
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -22,11 +24,13 @@
 #include <vector>
 
 #include "comm/config.h"
+#include "comm/policy.h"
 #include "comm/quickreduce.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
+#include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
 #include "tools/qr_demo_lib.h"
@@ -50,7 +54,8 @@ void Usage(FILE* f) {
                "               [--sizes BYTES,BYTES,...] [--group NAME]\n"
                "Runs all-reduces across --world-size worker processes in every regime\n"
                "and dtype, checks them, and prints a table. Honours QR_BROKER_SOCKET,\n"
-               "QR_BROKER_AUTOSTART, QR_CAST_BF16_TO_FP16, QR_OP_TIMEOUT_MS, QR_LOG_LEVEL.\n");
+               "QR_BROKER_AUTOSTART, QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB,\n"
+               "QR_OP_TIMEOUT_MS, QR_LOG_LEVEL.\n");
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -213,7 +218,7 @@ int Launch(const Flags& f, const std::string& self) {
 }
 
 struct Row {
-  std::string regime, dtype, size;
+  std::string regime, dtype, size, algorithm;
   double max_error = 0, ratio = 0;
   bool exact = false;
   double us_per_call = 0;
@@ -317,7 +322,12 @@ int Work(const Flags& f) {
   }
   // The join read the same configuration, so it parses.
   StatusOr<Config> config = LoadConfigFromEnv();
-  const bool cast = config.ok() ? config->cast_bf16_to_fp16 : true;
+  if (!config.ok()) {
+    std::fprintf(stderr, "qr-demo rank %d: %s\n", rank, config.status().ToString().c_str());
+    qr_leave(comm);
+    return 2;
+  }
+  const bool cast = config->cast_bf16_to_fp16;
   if (lead) {
     std::printf(
         "qr-demo: joined (%s backend%s); checking every output against the host\n"
@@ -346,8 +356,13 @@ int Work(const Flags& f) {
         const int64_t n = static_cast<int64_t>(bytes / 2);
         const uint64_t seed = 17 + static_cast<uint64_t>(done);
         ++done;
-        const std::string label =
-            std::string(CodecName(codec)) + " " + DTypeName(dtype) + " " + FormatBytes(bytes);
+        // What the library runs for this call (the same policy function): the
+        // check below holds it to that algorithm's reference, so a call that
+        // ran the other algorithm fails it (for every codec but FP, where the
+        // two are equal bit for bit).
+        const Algorithm algorithm = ChooseAlgorithm(*config, bytes, f.world_size);
+        const std::string label = std::string(CodecName(codec)) + " " + DTypeName(dtype) + " " +
+                                  FormatBytes(bytes) + " " + AlgorithmName(algorithm);
         if (lead) {
           std::fprintf(stderr, "%s[%2d/%2d] %-22s", tty ? "\r" : "", done, total, label.c_str());
           std::fprintf(stderr, tty ? "\033[K" : "\n");
@@ -370,7 +385,7 @@ int Work(const Flags& f) {
         p.dtype = dtype;
         p.cast_bf16_to_fp16 = use_cast != 0;
         p.num_elems = n;
-        const Verdict v = Verify(p, seed, out.data());
+        const Verdict v = Verify(p, seed, out.data(), algorithm);
         if (!v.ok()) {
           ++failures;
           std::fprintf(stderr, "\nqr-demo rank %d: MISMATCH %s: %s\n", rank, label.c_str(),
@@ -393,6 +408,7 @@ int Work(const Flags& f) {
         row.regime = CodecName(codec);
         row.dtype = DTypeName(dtype);
         row.size = FormatBytes(bytes);
+        row.algorithm = AlgorithmName(algorithm);
         row.max_error = v.bound.max_error;
         row.ratio = v.bound.max_ratio;
         row.exact = v.bit_identical;
@@ -407,15 +423,28 @@ int Work(const Flags& f) {
     std::fprintf(stderr, "qr-demo rank %d: leave: %s\n", rank, qr_last_error());
   }
   if (lead) {
-    std::printf("\n%-6s %-5s %10s  %11s  %9s  %-9s %11s  %8s\n", "regime", "dtype", "size",
-                "max |err|", "err/bound", "reference", "us/call", "GB/s");
+    std::printf("\n%-6s %-5s %10s  %-9s %11s  %9s  %-9s %11s  %8s\n", "regime", "dtype", "size",
+                "algorithm", "max |err|", "err/bound", "reference", "us/call", "GB/s");
     for (const Row& r : rows) {
-      std::printf("%-6s %-5s %10s  %11.4g  %9.3f  %-9s %11.1f  %8.3f\n", r.regime.c_str(),
-                  r.dtype.c_str(), r.size.c_str(), r.max_error, r.ratio,
+      std::printf("%-6s %-5s %10s  %-9s %11.4g  %9.3f  %-9s %11.1f  %8.3f\n", r.regime.c_str(),
+                  r.dtype.c_str(), r.size.c_str(), r.algorithm.c_str(), r.max_error, r.ratio,
                   r.exact ? "bit-exact" : "DIFFERS", r.us_per_call, r.gbps);
     }
+    const int64_t one_shot_max =
+        std::min(config->one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(f.world_size)),
+                 kernels::OneShotMaxElems(f.world_size) * 2);
+    if (one_shot_max > 0) {
+      std::printf(
+          "\nalgorithm: calls up to %s run one-shot (exact 16-bit values, the regime's codec\n"
+          "unused), larger ones two-shot with the regime's codec. The ceiling is %s.\n",
+          FormatBytes(static_cast<uint64_t>(one_shot_max)).c_str(),
+          config->one_shot_max_bytes.has_value() ? "QR_ONE_SHOT_MAX_KB's"
+                                                 : "built in;\nQR_ONE_SHOT_MAX_KB overrides it");
+    } else {
+      std::printf("\nalgorithm: two-shot only (QR_ONE_SHOT_MAX_KB=0).\n");
+    }
     std::printf(
-        "\nerr/bound: largest |output - exact sum| / proven bound over all elements "
+        "err/bound: largest |output - exact sum| / proven bound over all elements "
         "(must be <= 1).\nus/call and GB/s (message bytes / time, eager calls): rank 0, "
         "%s backend, %d processes, %ld CPU cores.\n",
         on_gpu ? "GPU" : "host", f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));

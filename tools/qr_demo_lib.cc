@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/float16.h"
+#include "kernels/one_shot_reference.h"
 
 namespace qr::demo {
 namespace {
@@ -38,7 +39,8 @@ void FillInput(DType dtype, int rank, uint64_t seed, int64_t n, uint16_t* out) {
   }
 }
 
-Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* output) {
+Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* output,
+               Algorithm algorithm) {
   const size_t n = static_cast<size_t>(p.num_elems);
   std::vector<std::vector<uint16_t>> in(p.world_size, std::vector<uint16_t>(n));
   std::vector<std::vector<uint16_t>> ref(p.world_size, std::vector<uint16_t>(n));
@@ -50,7 +52,11 @@ Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* o
     ref_ptrs.push_back(ref[r].data());
   }
   Verdict v;
-  if (!kernels::ReferenceAllReduce(p, in_ptrs.data(), ref_ptrs.data()).ok()) return v;
+  const bool one_shot = algorithm == Algorithm::kOneShot;
+  const Status ran = one_shot
+                         ? kernels::ReferenceOneShotAllReduce(p, in_ptrs.data(), ref_ptrs.data())
+                         : kernels::ReferenceAllReduce(p, in_ptrs.data(), ref_ptrs.data());
+  if (!ran.ok()) return v;
   v.bit_identical = std::memcmp(ref[0].data(), output, n * sizeof(uint16_t)) == 0;
   if (!v.bit_identical) {
     for (size_t i = 0; i < n; ++i) {
@@ -60,7 +66,10 @@ Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* o
       }
     }
   }
-  v.bound = kernels::CheckTwoShotOutput(p, in_ptrs.data(), output);
+  // One-shot never quantizes: its error is the FP bound.
+  kernels::TwoShotParams bound_params = p;
+  if (one_shot) bound_params.codec = Codec::kFp;
+  v.bound = kernels::CheckTwoShotOutput(bound_params, in_ptrs.data(), output);
   return v;
 }
 

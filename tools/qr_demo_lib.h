@@ -1,7 +1,7 @@
 // Pieces shared by qr-demo and the end-to-end tests: deterministic inputs that
 // every rank can regenerate for every other rank, and the verdict on an
-// all-reduce output (bit-identical to ReferenceAllReduce, and within the
-// codec's proven bound of the exact sum).
+// all-reduce output (bit-identical to the reference of the algorithm that
+// ran, and within the codec's proven bound of the exact sum).
 #ifndef QR_TOOLS_QR_DEMO_LIB_H_
 #define QR_TOOLS_QR_DEMO_LIB_H_
 
@@ -29,9 +29,12 @@ struct Verdict {
   std::string Describe() const;  // one line for failures
 };
 
-// Regenerates every rank's input from `seed`, runs the reference and checks
-// `output` (p.num_elems values). Thread-safe.
-Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* output);
+// Regenerates every rank's input from `seed`, runs the reference of
+// `algorithm` (ReferenceAllReduce, or ReferenceOneShotAllReduce, whose bound
+// is FP's whatever p.codec says) and checks `output` (p.num_elems values).
+// Thread-safe.
+Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* output,
+               Algorithm algorithm = Algorithm::kTwoShot);
 
 // "16 B", "40 KiB", "64 MiB", ... (exact: falls back to bytes).
 std::string FormatBytes(uint64_t bytes);

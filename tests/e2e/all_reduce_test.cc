@@ -1,18 +1,23 @@
 // All-reduce across real processes on the host backend: world sizes 2, 4, 8,
 // every codec and dtype, sizes from 16 bytes to 64 MiB with partial tiles and
-// partial segments, in place and not. Every output must equal
-// ReferenceAllReduce bit for bit (rank 0 recomputes it), stay within the
-// codec's proven bound of the exact sum, and be identical on every rank
-// (ranks write fingerprints that the driver compares).
+// partial segments, in place and not, two-shot (QR_ONE_SHOT_MAX_KB=0) and
+// one-shot interleaved with two-shot (the built-in ceilings). Every output
+// must equal the reference of the algorithm the policy picked bit for bit
+// (rank 0 recomputes it), stay within the proven bound of the exact sum, and
+// be identical on every rank (ranks write fingerprints that the driver
+// compares).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/config.h"
+#include "comm/policy.h"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
 #include "tests/util/status_matchers.h"
@@ -55,9 +60,11 @@ int SweepWorker(const WorkerArgs& a) {
                   Fingerprint(out.data(), out.size() * 2));
     fingerprints += line;
     if (a.rank() == 0) {
-      const demo::Verdict v = demo::Verify(ParamsOf(c, a.world_size()), c.seed, out.data());
+      const Algorithm algorithm = AlgorithmOf((*comm)->config(), c, a.world_size());
+      const demo::Verdict v = VerifyCase(c, a.world_size(), algorithm, out.data());
       if (!v.ok()) {
-        std::fprintf(stderr, "rank 0: %s: %s\n", CaseName(c).c_str(), v.Describe().c_str());
+        std::fprintf(stderr, "rank 0: %s (%s): %s\n", CaseName(c).c_str(),
+                     AlgorithmName(algorithm), v.Describe().c_str());
         ++failures;
       }
     }
@@ -71,17 +78,26 @@ int SweepWorker(const WorkerArgs& a) {
   return failures == 0 ? 0 : 1;
 }
 
-// Ranks disagree on the size: the host backend must notice and fail the
-// group rather than mix data, on every rank.
+// Ranks disagree on the size (or, with --same_size=1, on the algorithm
+// because their QR_ONE_SHOT_MAX_KB differ): the host backend must notice and
+// fail the group rather than mix data or wait for QR_OP_TIMEOUT_MS, on every
+// rank.
 int MismatchWorker(const WorkerArgs& a) {
   auto comm = Communicator::Join(OptionsOf(a));
   if (!comm.ok()) return 2;
-  std::vector<uint16_t> in(4096 * (a.rank() + 1), 0), out(in.size());
+  const size_t n = a.GetInt("same_size") ? 4096 : 4096 * (a.rank() + 1);
+  std::vector<uint16_t> in(n, 0), out(in.size());
+  const auto t0 = std::chrono::steady_clock::now();
   Status s =
       (*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false);
-  if (s.code() != StatusCode::kPeerFailed) {
-    std::fprintf(stderr, "rank %d: want PEER_FAILED, got %s\n", a.rank(), s.ToString().c_str());
+  if (s.code() != StatusCode::kPeerFailed || s.message().find("mismatch") == std::string::npos) {
+    std::fprintf(stderr, "rank %d: want PEER_FAILED (mismatch), got %s\n", a.rank(),
+                 s.ToString().c_str());
     return 1;
+  }
+  if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+    std::fprintf(stderr, "rank %d: the mismatch took until a timeout\n", a.rank());
+    return 7;
   }
   if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 6;
   return (*comm)->Leave().ok() ? 0 : 5;
@@ -96,9 +112,12 @@ class AllReduceTest : public E2eTest {
     std::vector<pid_t> pids;
   };
 
-  Running StartSweep(const std::string& tag, int world_size, const std::vector<Case>& cases) {
+  // Two-shot only unless `env` says otherwise: these sweeps are about the
+  // two-shot's tiles and segments at every size.
+  Running StartSweep(const std::string& tag, int world_size, const std::vector<Case>& cases,
+                     const std::vector<std::string>& env = {"QR_ONE_SHOT_MAX_KB=0"}) {
     Running r{UniqueGroup(tag + std::to_string(world_size)), world_size, cases.size(), {}};
-    r.pids = SpawnWorkers("sweep", r.group, world_size, {{"cases", FormatCases(cases)}});
+    r.pids = SpawnWorkers("sweep", r.group, world_size, {{"cases", FormatCases(cases)}}, env);
     return r;
   }
 
@@ -117,6 +136,44 @@ class AllReduceTest : public E2eTest {
 
   void RunSweep(int world_size, const std::vector<Case>& cases) {
     Finish(StartSweep("sweep", world_size, cases));
+  }
+
+  // One-shot under the built-in ceiling, every dtype, in place and not,
+  // interleaved with two-shot calls of other sizes.
+  void RunOneShotSweep(int world_size) {
+    const std::vector<Case> cases = OneShotSweep(world_size);
+    Config defaults;
+    int one_shot = 0;
+    for (const Case& c : cases) one_shot += AlgorithmOf(defaults, c, world_size) == Algorithm::kOneShot;
+    ASSERT_GE(one_shot, 12) << "the sweep should mostly run one-shot";
+    ASSERT_LT(one_shot, static_cast<int>(cases.size())) << "and some two-shot in between";
+    Finish(StartSweep("one-shot", world_size, cases, /*env=*/{}));
+  }
+
+  // Per dtype variant (fp16, bf16 cast, bf16): one-shot calls of 16 B, a
+  // partial block, a tile + 16 B and the largest one-shot size, two in a row
+  // where the phases alternate and one right after a two-shot call; two-shot
+  // calls just above the ceiling and larger. Codecs rotate: one-shot ignores
+  // them, the two-shot calls honour them.
+  static std::vector<Case> OneShotSweep(int world_size) {
+    const int64_t max = DefaultOneShotMaxBytes(world_size) / 2;
+    std::vector<Codec> codecs;
+    for (Codec k : kAllCodecs) {
+      if (k != Codec::kInt3 || world_size == 2) codecs.push_back(k);
+    }
+    std::vector<Case> cases;
+    for (int d = 0; d < 3; ++d) {
+      for (int64_t n : {int64_t{8}, int64_t{1000}, max + 8, int64_t{16392}, max, max + 16392}) {
+        Case c;
+        c.codec = codecs[cases.size() % codecs.size()];
+        c.dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
+        c.cast = d == 1;
+        c.count = n;
+        c.in_place = cases.size() % 2 == 1;
+        cases.push_back(c);
+      }
+    }
+    return cases;
   }
 };
 
@@ -158,7 +215,24 @@ TEST_F(AllReduceTest, TwoGroupsAtOnce) {
   Finish(b);
 }
 
+TEST_F(AllReduceTest, OneShotInterleavedWithTwoShotWs2) { RunOneShotSweep(2); }
+TEST_F(AllReduceTest, OneShotInterleavedWithTwoShotWs4) { RunOneShotSweep(4); }
+TEST_F(AllReduceTest, OneShotInterleavedWithTwoShotWs8) { RunOneShotSweep(8); }
+
 TEST_F(AllReduceTest, MismatchedSizesFailEveryRank) { RunWorkers("mismatch", 2); }
+
+// Rank 0 runs 8 KiB two-shot, the others one-shot.
+TEST_F(AllReduceTest, RanksDisagreeingOnTheAlgorithmFailEveryRank) {
+  const std::string group = UniqueGroup("algorithm-mismatch");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 4; ++r) {
+    pids.push_back(SpawnWorker("mismatch", group, r, 4, {{"same_size", "1"}},
+                               r == 0 ? std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"}
+                                      : std::vector<std::string>{}));
+  }
+  std::vector<int> codes = WaitAll(pids, std::chrono::seconds(60));
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
 
 }  // namespace
 }  // namespace qr::testing

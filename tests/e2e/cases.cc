@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "comm/config.h"
+#include "comm/policy.h"
 #include "tools/qr_demo_lib.h"
 
 namespace qr::testing {
@@ -71,6 +72,15 @@ kernels::TwoShotParams ParamsOf(const Case& c, int world_size) {
   p.cast_bf16_to_fp16 = c.cast && c.dtype == DType::kBFloat16;
   p.num_elems = c.count;
   return p;
+}
+
+Algorithm AlgorithmOf(const Config& config, const Case& c, int world_size) {
+  return ChooseAlgorithm(config, static_cast<size_t>(c.count) * 2, world_size);
+}
+
+demo::Verdict VerifyCase(const Case& c, int world_size, Algorithm algorithm,
+                         const uint16_t* output) {
+  return demo::Verify(ParamsOf(c, world_size), c.seed, output, algorithm);
 }
 
 Status RunCase(Communicator& comm, const Case& c, std::vector<uint16_t>* output) {

@@ -1,6 +1,6 @@
 // All-reduce cases for end-to-end workers: parse/format, run one through a
-// communicator, and verify it (bit-identical to the reference and within the
-// codec's bound of the exact sum).
+// communicator, and verify it (bit-identical to the reference of the
+// algorithm the policy picks for it, and within the bound of the exact sum).
 #ifndef QR_TESTS_E2E_CASES_H_
 #define QR_TESTS_E2E_CASES_H_
 
@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/config.h"
 #include "kernels/two_shot_reference.h"
 #include "kernels/types.h"
+#include "tools/qr_demo_lib.h"
 
 namespace qr::testing {
 
@@ -33,6 +35,13 @@ std::string CaseName(const Case& c);
 std::vector<Case> Sweep(int world_size, const std::vector<int64_t>& counts);
 
 kernels::TwoShotParams ParamsOf(const Case& c, int world_size);
+
+// The algorithm a communicator with `config` runs `c` with (comm/policy.h).
+Algorithm AlgorithmOf(const Config& config, const Case& c, int world_size);
+
+// demo::Verify against the reference of `algorithm`.
+demo::Verdict VerifyCase(const Case& c, int world_size, Algorithm algorithm,
+                         const uint16_t* output);
 
 // Runs one case on `comm` (inputs from FillInput with c.seed); stores the
 // output. Returns the all-reduce status.

@@ -1,6 +1,6 @@
 // Faults across real processes: a member SIGKILLed in the middle of a stream
-// of all-reduces makes every survivor's call fail with kPeerFailed within
-// 1 s (measured against the kill on the shared monotonic clock); survivors
+// of all-reduces (one-shot or two-shot calls) makes every survivor's call
+// fail with kPeerFailed within 1 s (measured against the kill on the shared monotonic clock); survivors
 // then leave, and all ranks (a fresh process for the dead one) re-join the
 // same group name as a new generation that all-reduces correctly. A rank
 // that calls Abort fails its peers the same way.
@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/policy.h"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
 #include "tools/qr_demo_lib.h"
@@ -58,7 +60,8 @@ int RejoinAndCheck(const WorkerArgs& a) {
     std::fprintf(stderr, "rank %d: after re-join: %s\n", a.rank(), s.ToString().c_str());
     return 11;
   }
-  const demo::Verdict v = demo::Verify(ParamsOf(c, a.world_size()), c.seed, out.data());
+  const demo::Verdict v =
+      VerifyCase(c, a.world_size(), AlgorithmOf((*comm)->config(), c, a.world_size()), out.data());
   if (!v.ok()) {
     std::fprintf(stderr, "rank %d: after re-join: %s\n", a.rank(), v.Describe().c_str());
     return 12;
@@ -71,14 +74,24 @@ int RejoinAndCheck(const WorkerArgs& a) {
   return (*comm)->Leave().ok() ? 0 : 14;
 }
 
-// All-reduces until the group fails; records when and how, leaves, re-joins.
+// All-reduces of --count values (default 65536) until the group fails;
+// records when and how, leaves, re-joins. --algorithm names the algorithm the
+// calls must run (so that a retuned ceiling cannot silently change what a
+// test covers).
 int StreamWorker(const WorkerArgs& a) {
   auto comm = Communicator::Join(OptionsOf(a));
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: join: %s\n", a.rank(), comm.status().ToString().c_str());
     return 2;
   }
-  std::vector<uint16_t> in(65536), out(in.size());
+  std::vector<uint16_t> in(static_cast<size_t>(a.GetInt("count", 65536))), out(in.size());
+  const Algorithm algorithm =
+      ChooseAlgorithm((*comm)->config(), in.size() * 2, (*comm)->world_size());
+  if (a.Get("algorithm", AlgorithmName(algorithm)) != AlgorithmName(algorithm)) {
+    std::fprintf(stderr, "rank %d: %zu values run %s, not %s\n", a.rank(), in.size(),
+                 AlgorithmName(algorithm), a.Get("algorithm").c_str());
+    return 15;
+  }
   demo::FillInput(DType::kFloat16, a.rank(), 7, static_cast<int64_t>(in.size()), in.data());
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   Status s;
@@ -150,9 +163,17 @@ int AbortWorker(const WorkerArgs& a) {
 
 class FaultTest : public E2eTest {
  protected:
-  void KillOneMidStream(int world_size, int victim) {
-    const std::string group = UniqueGroup("kill" + std::to_string(world_size));
-    std::vector<pid_t> pids = SpawnWorkers("stream", group, world_size);
+  // One-shot: 16 KiB calls under the built-in ceiling; two-shot: 128 KiB
+  // calls with one-shot off.
+  void KillOneMidStream(int world_size, int victim, Algorithm algorithm) {
+    const bool one_shot = algorithm == Algorithm::kOneShot;
+    const std::string group =
+        UniqueGroup("kill" + std::to_string(world_size) + (one_shot ? "-one" : "-two"));
+    const std::map<std::string, std::string> args = {
+        {"count", one_shot ? "8192" : "65536"}, {"algorithm", AlgorithmName(algorithm)}};
+    const std::vector<std::string> env =
+        one_shot ? std::vector<std::string>{} : std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"};
+    std::vector<pid_t> pids = SpawnWorkers("stream", group, world_size, args, env);
     // Wait until every rank is streaming.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (int r = 0; r < world_size; ++r) {
@@ -165,7 +186,7 @@ class FaultTest : public E2eTest {
     const int64_t killed_at = MonotonicNanos();
     ASSERT_EQ(::kill(pids[victim], SIGKILL), 0);
     ASSERT_EQ(*WaitExit(pids[victim], std::chrono::seconds(10)), 128 + SIGKILL);
-    pids[victim] = SpawnWorker("rejoin", group, victim, world_size);
+    pids[victim] = SpawnWorker("rejoin", group, victim, world_size, {}, env);
 
     std::vector<int> codes = WaitAll(pids, std::chrono::seconds(120));
     for (int r = 0; r < world_size; ++r) {
@@ -210,11 +231,25 @@ TEST_F(FaultTest, AbortingRankFailsPeersWithinOneSecondThenRejoin) {
   }
 }
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs2) { KillOneMidStream(2, 1); }
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs2) {
+  KillOneMidStream(2, 1, Algorithm::kTwoShot);
+}
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs4) { KillOneMidStream(4, 0); }
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs4) {
+  KillOneMidStream(4, 0, Algorithm::kTwoShot);
+}
 
-TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs8) { KillOneMidStream(8, 5); }
+TEST_F(FaultTest, KilledRankFailsSurvivorsWithinOneSecondThenRejoinWs8) {
+  KillOneMidStream(8, 5, Algorithm::kTwoShot);
+}
+
+TEST_F(FaultTest, KilledRankDuringOneShotCallsFailsSurvivorsThenRejoinWs2) {
+  KillOneMidStream(2, 0, Algorithm::kOneShot);
+}
+
+TEST_F(FaultTest, KilledRankDuringOneShotCallsFailsSurvivorsThenRejoinWs8) {
+  KillOneMidStream(8, 3, Algorithm::kOneShot);
+}
 
 }  // namespace
 }  // namespace qr::testing

@@ -1,7 +1,9 @@
 // The host backend alone (no communicator): real processes join through a
 // real broker, exchange their shm buffers and run many all-reduces in a row
-// (flag colours reused across calls and rounds) with results bit-identical
-// to ReferenceAllReduce; a group abort stops a waiting rank within a second.
+// (flag colours reused across calls and rounds; one-shot phases alternating
+// between two-shot calls) with results bit-identical to ReferenceAllReduce
+// and ReferenceOneShotAllReduce; a stalled peer gives kTimeout and raises the
+// group abort; ranks running different algorithms fail at once.
 #include "comm/host_backend.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
+#include "kernels/one_shot_reference.h"
 #include "tests/e2e/harness.h"
 #include "tools/qr_demo_lib.h"
 
@@ -92,8 +95,106 @@ int RepeatWorker(const WorkerArgs& a) {
   return s.ok() ? 0 : Fail(rank, "leave", s);
 }
 
+// One-shot calls straight on the backend, every dtype variant, in place and
+// not, sizes up to the region's capacity (fp16 only), with two-shot calls of other sizes
+// in between and one-shot calls back to back (both phases, several times).
+int OneShotWorker(const WorkerArgs& a) {
+  const int rank = a.rank();
+  const int ws = a.world_size();
+  auto m = JoinHost(a.group(), rank, ws, 30000);
+  if (!m.ok()) return Fail(rank, "join", m.status());
+  const int64_t max = kernels::OneShotMaxElems(ws);
+  struct Step {
+    Algorithm algorithm;
+    int64_t n;
+  };
+  const Step steps[] = {{Algorithm::kOneShot, 8},          {Algorithm::kOneShot, max},
+                        {Algorithm::kTwoShot, 16392},      {Algorithm::kOneShot, 1000},
+                        {Algorithm::kTwoShot, 8},          {Algorithm::kOneShot, 24},
+                        {Algorithm::kOneShot, max - 8},    {Algorithm::kOneShot, 16392},
+                        {Algorithm::kTwoShot, max + 4096}, {Algorithm::kOneShot, 4096}};
+  int call = 0;
+  for (int d = 0; d < 3; ++d) {
+    const DType dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
+    const bool cast = d == 1;
+    for (const Step& step : steps) {
+      // The region-sized calls once (fp16) keep the 8-process run short.
+      if (d > 0 && step.n > 65536) continue;
+      const uint64_t seed = 300 + static_cast<uint64_t>(call);
+      const bool in_place = call % 2 == 1;
+      const Codec codec = kAllCodecs[call % (ws == 2 ? 5 : 4)];
+      ++call;
+      std::vector<uint16_t> in(static_cast<size_t>(step.n)), out(in.size(), 0xFFFF);
+      demo::FillInput(dtype, rank, seed, step.n, in.data());
+      AllReduceCall c;
+      c.in = in.data();
+      c.out = in_place ? in.data() : out.data();
+      c.count = in.size();
+      c.dtype = dtype;
+      c.codec = codec;
+      c.cast_bf16_to_fp16 = cast;
+      c.algorithm = step.algorithm;
+      Status s = m->backend->AllReduce(c);
+      if (!s.ok()) return Fail(rank, "all_reduce", s);
+      kernels::TwoShotParams p;
+      p.world_size = ws;
+      p.codec = codec;
+      p.dtype = dtype;
+      p.cast_bf16_to_fp16 = cast;
+      p.num_elems = step.n;
+      const demo::Verdict v =
+          demo::Verify(p, seed, in_place ? in.data() : out.data(), step.algorithm);
+      if (!v.ok()) {
+        std::fprintf(stderr, "rank %d: call %d, n=%ld %s %s %s: %s\n", rank, call,
+                     static_cast<long>(step.n), AlgorithmName(step.algorithm), DTypeName(dtype),
+                     CodecName(codec), v.Describe().c_str());
+        return 1;
+      }
+    }
+  }
+  // Too big for the region: a local argument error that consumes no step.
+  std::vector<uint16_t> big(static_cast<size_t>(max + 8));
+  AllReduceCall c;
+  c.in = big.data();
+  c.out = big.data();
+  c.count = big.size();
+  c.algorithm = Algorithm::kOneShot;
+  Status s = m->backend->AllReduce(c);
+  if (s.code() != StatusCode::kInvalidArgument) return Fail(rank, "want INVALID_ARGUMENT", s);
+  if (!m->backend->Check().ok()) return Fail(rank, "argument error became sticky", s);
+  c.count = 8;
+  s = m->backend->AllReduce(c);
+  if (!s.ok()) return Fail(rank, "all_reduce after the argument error", s);
+  m->backend.reset();
+  s = m->group->Leave();
+  return s.ok() ? 0 : Fail(rank, "leave", s);
+}
+
+// Rank 0 runs one-shot, the others two-shot, the same size: everyone must
+// fail with kPeerFailed naming the mismatch long before the 30 s op timeout.
+int AlgorithmMismatchWorker(const WorkerArgs& a) {
+  const int rank = a.rank();
+  auto m = JoinHost(a.group(), rank, a.world_size(), 30000);
+  if (!m.ok()) return Fail(rank, "join", m.status());
+  std::vector<uint16_t> buf(4096);
+  AllReduceCall c;
+  c.in = buf.data();
+  c.out = buf.data();
+  c.count = buf.size();
+  c.algorithm = rank == 0 ? Algorithm::kOneShot : Algorithm::kTwoShot;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = m->backend->AllReduce(c);
+  if (s.code() != StatusCode::kPeerFailed) return Fail(rank, "want PEER_FAILED", s);
+  if (s.message().find("mismatch") == std::string::npos) return Fail(rank, "not a mismatch", s);
+  if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+    return Fail(rank, "took until a timeout", s);
+  }
+  return 0;
+}
+
 // Rank 1 never calls; rank 0 must give up at its op timeout with kTimeout,
-// and raise the abort so that rank 1 sees the group fail.
+// and raise the abort so that rank 1 sees the group fail. --algorithm=1:
+// rank 0's call is one-shot.
 int TimeoutWorker(const WorkerArgs& a) {
   const int rank = a.rank();
   auto m = JoinHost(a.group(), rank, a.world_size(), 300);
@@ -104,6 +205,7 @@ int TimeoutWorker(const WorkerArgs& a) {
     c.in = buf.data();
     c.out = buf.data();
     c.count = buf.size();
+    c.algorithm = static_cast<Algorithm>(a.GetInt("algorithm", 0));
     const auto t0 = std::chrono::steady_clock::now();
     Status s = m->backend->AllReduce(c);
     const auto waited = std::chrono::steady_clock::now() - t0;
@@ -132,6 +234,18 @@ TEST_F(HostBackendTest, RepeatedCallsAreBitIdenticalToReferenceWs4) {
 TEST_F(HostBackendTest, TimedOutWaitRaisesGroupAbort) {
   RunWorkers("timeout", 2, {}, std::chrono::seconds(200));
 }
+TEST_F(HostBackendTest, TimedOutOneShotWaitRaisesGroupAbort) {
+  RunWorkers("timeout", 2, {{"algorithm", "1"}}, std::chrono::seconds(200));
+}
+TEST_F(HostBackendTest, OneShotBetweenTwoShotCallsIsBitIdenticalToReferenceWs2) {
+  RunWorkers("one-shot", 2, {}, std::chrono::seconds(200));
+}
+TEST_F(HostBackendTest, OneShotBetweenTwoShotCallsIsBitIdenticalToReferenceWs8) {
+  RunWorkers("one-shot", 8, {}, std::chrono::seconds(200));
+}
+TEST_F(HostBackendTest, RanksRunningDifferentAlgorithmsFailAtOnce) {
+  RunWorkers("algorithm-mismatch", 4, {}, std::chrono::seconds(60));
+}
 
 }  // namespace
 }  // namespace qr::testing
@@ -139,5 +253,8 @@ TEST_F(HostBackendTest, TimedOutWaitRaisesGroupAbort) {
 int main(int argc, char** argv) {
   return qr::testing::E2eMain(
       argc, argv,
-      {{"repeat", &qr::testing::RepeatWorker}, {"timeout", &qr::testing::TimeoutWorker}});
+      {{"repeat", &qr::testing::RepeatWorker},
+       {"timeout", &qr::testing::TimeoutWorker},
+       {"one-shot", &qr::testing::OneShotWorker},
+       {"algorithm-mismatch", &qr::testing::AlgorithmMismatchWorker}});
 }

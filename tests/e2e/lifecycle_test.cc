@@ -170,9 +170,10 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
     EXPECT_OK((*c)->Leave());
   });
   ASSERT_EQ(failures, 0);
+  ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv());  // as the communicators did
   for (size_t i = 0; i < cases.size(); ++i) {
-    const demo::Verdict v =
-        demo::Verify(ParamsOf(cases[i], 4), cases[i].seed, outputs[0][i].data());
+    const demo::Verdict v = VerifyCase(cases[i], 4, AlgorithmOf(config, cases[i], 4),
+                                       outputs[0][i].data());
     EXPECT_TRUE(v.ok()) << CaseName(cases[i]) << ": " << v.Describe();
     for (int t = 1; t < 8; ++t) {
       EXPECT_EQ(outputs[t][i], outputs[0][i]) << "thread " << t << " " << CaseName(cases[i]);
@@ -229,7 +230,8 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     ok_case.count = 4096;
     std::vector<uint16_t> result;
     EXPECT_OK(RunCase(c, ok_case, &result));
-    const demo::Verdict v = demo::Verify(ParamsOf(ok_case, 4), ok_case.seed, result.data());
+    const demo::Verdict v =
+        VerifyCase(ok_case, 4, AlgorithmOf(c.config(), ok_case, 4), result.data());
     EXPECT_TRUE(v.ok()) << v.Describe();
     EXPECT_OK(c.Leave());
     EXPECT_OK(c.Leave());  // idempotent
@@ -241,8 +243,9 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
   EXPECT_EQ(failures, 0);
 }
 
-// The communicator counts its calls in its slot per effective codec, and
-// `qrctl status --json` shows them.
+// The communicator counts its calls in its slot per effective codec (one-shot
+// calls, exact whatever the regime, as FP), and `qrctl status --json` shows
+// them.
 TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
   const std::string group = UniqueGroup("counters");
   Barrier barrier(2);
@@ -255,11 +258,13 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     o.timeout_ms = 20000;
     auto c = Communicator::Join(o);
     ASSERT_TRUE(c.ok()) << c.status();
-    std::vector<uint16_t> buf(4096);
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16, Regime::kInt8,
-                                false));
+    std::vector<uint16_t> buf(1 << 19);  // 1 MiB: two-shot
+    for (int i = 0; i < 3; ++i) {  // 8 KiB: one-shot
+      EXPECT_OK(
+          (*c)->AllReduce(buf.data(), buf.data(), 4096, DType::kFloat16, Regime::kInt8, false));
     }
+    EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16, Regime::kInt8,
+                              false));
     EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), 64, DType::kBFloat16, Regime::kFp, true));
     barrier.Wait();
     if (rank == 0) {
@@ -281,10 +286,10 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     found = true;
     ASSERT_EQ(g["members"].size(), 2u);
     for (const auto& m : g["members"]) {
-      EXPECT_EQ(m["ops"].value("INT8", 0), 3) << m.dump();
-      EXPECT_EQ(m["bytes"].value("INT8", 0), 3 * 8192) << m.dump();
-      EXPECT_EQ(m["ops"].value("FP", 0), 1) << m.dump();
-      EXPECT_EQ(m["bytes"].value("FP", 0), 128) << m.dump();
+      EXPECT_EQ(m["ops"].value("INT8", 0), 1) << m.dump();
+      EXPECT_EQ(m["bytes"].value("INT8", 0), 1 << 20) << m.dump();
+      EXPECT_EQ(m["ops"].value("FP", 0), 4) << m.dump();
+      EXPECT_EQ(m["bytes"].value("FP", 0), 3 * 8192 + 128) << m.dump();
       EXPECT_EQ(m["ops"].value("INT4", 0), 0) << m.dump();
     }
   }

@@ -3,7 +3,9 @@
 // the bf16 cast row, NONE, INT3 at world size 4 and vLLM's variable names;
 // qr_all_reduce running FP below QR_QUANTIZATION_MIN_SIZE_KB and the regime's
 // codec above it (checked bit for bit against the reference of each codec);
-// configuration errors at join; qr_last_error per thread.
+// one-shot up to the built-in ceiling or QR_ONE_SHOT_MAX_KB and two-shot
+// above (checked against each algorithm's reference); configuration errors
+// at join; qr_last_error per thread.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/quickreduce.h"
@@ -30,7 +33,7 @@ class PolicyCApiTest : public E2eTest {
   void TearDown() override {
     for (const char* name :
          {"QR_QUANTIZATION", "QR_MAX_SIZE_BYTES_MB", "QR_CAST_BF16_TO_FP16",
-          "QR_QUANTIZATION_MIN_SIZE_KB", "QR_MIN_SIZE_BYTES_MB",
+          "QR_QUANTIZATION_MIN_SIZE_KB", "QR_MIN_SIZE_BYTES_MB", "QR_ONE_SHOT_MAX_KB",
           "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB"}) {
       ::unsetenv(name);
     }
@@ -53,6 +56,8 @@ class PolicyCApiTest : public E2eTest {
     }
     for (std::thread& t : threads) t.join();
   }
+
+  void ExpectAlgorithms(int ws, const std::vector<size_t>& sizes, const std::vector<bool>& one_shot);
 
   int groups_ = 0;
 };
@@ -118,10 +123,12 @@ TEST_F(PolicyCApiTest, Int3OnlyAtWorldSizeTwo) {
 
 // qr_all_reduce with QR_QUANTIZATION=INT8 and a 64 KiB threshold: 32 KiB
 // calls must give exactly the FP reference's bits, 128 KiB calls exactly
-// INT8's (and the two differ on this data, so the check can fail).
+// INT8's (and the two differ on this data, so the check can fail). Two-shot
+// only: one-shot would make both exact.
 TEST_F(PolicyCApiTest, AllReduceUsesFpBelowTheQuantizationThreshold) {
   ::setenv("QR_QUANTIZATION", "INT8", 1);
   ::setenv("QR_QUANTIZATION_MIN_SIZE_KB", "64", 1);
+  ::setenv("QR_ONE_SHOT_MAX_KB", "0", 1);
   std::vector<uint16_t> small[2], big[2];
   OnGroup(2, [&](int rank, qr_comm* c) {
     for (auto* v : {&small[rank], &big[rank]}) {
@@ -147,6 +154,59 @@ TEST_F(PolicyCApiTest, AllReduceUsesFpBelowTheQuantizationThreshold) {
   EXPECT_FALSE(demo::Verify(p, 5, big[0].data()).bit_identical);
   EXPECT_EQ(small[0], small[1]);
   EXPECT_EQ(big[0], big[1]);
+}
+
+// qr_all_reduce (configured regime INT4) of `sizes` bytes on `ws` threads;
+// `one_shot[i]` says which algorithm size i must have run, written out here
+// independently of comm/policy.cc. A one-shot result equals the one-shot
+// reference (exact, FP's bits) and not INT4's two-shot; a two-shot result
+// the reverse, so a call that ran the other algorithm fails.
+void PolicyCApiTest::ExpectAlgorithms(int ws, const std::vector<size_t>& sizes,
+                                      const std::vector<bool>& one_shot) {
+  std::vector<std::vector<std::vector<uint16_t>>> out(
+      static_cast<size_t>(ws), std::vector<std::vector<uint16_t>>(sizes.size()));
+  OnGroup(ws, [&](int rank, qr_comm* c) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(sizes[i] / 2);
+      std::vector<uint16_t> in(static_cast<size_t>(n));
+      demo::FillInput(DType::kFloat16, rank, 11 + i, n, in.data());
+      out[rank][i].assign(in.size(), 0);
+      ASSERT_EQ(qr_all_reduce(c, in.data(), out[rank][i].data(), in.size(), QR_FLOAT16, nullptr),
+                QR_OK)
+          << qr_last_error();
+    }
+  });
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    kernels::TwoShotParams p;
+    p.world_size = ws;
+    p.dtype = DType::kFloat16;
+    p.codec = Codec::kInt4;
+    p.num_elems = static_cast<int64_t>(sizes[i] / 2);
+    const Algorithm want = one_shot[i] ? Algorithm::kOneShot : Algorithm::kTwoShot;
+    const Algorithm other = one_shot[i] ? Algorithm::kTwoShot : Algorithm::kOneShot;
+    const std::string label = "ws " + std::to_string(ws) + ", " + std::to_string(sizes[i]) +
+                              " bytes should run " + AlgorithmName(want);
+    const demo::Verdict v = demo::Verify(p, 11 + i, out[0][i].data(), want);
+    EXPECT_TRUE(v.ok()) << label << ": " << v.Describe();
+    EXPECT_FALSE(demo::Verify(p, 11 + i, out[0][i].data(), other).bit_identical) << label;
+    for (int r = 1; r < ws; ++r) EXPECT_EQ(out[r][i], out[0][i]) << label << ", rank " << r;
+  }
+}
+
+TEST_F(PolicyCApiTest, OneShotUpToTheBuiltInCeilingTwoShotAbove) {
+  ::setenv("QR_QUANTIZATION", "INT4", 1);
+  for (const auto& [ws, ceiling] :
+       {std::pair<int, size_t>{2, 512 << 10}, {4, 256 << 10}, {8, 128 << 10}}) {
+    ExpectAlgorithms(ws, {8192, ceiling, ceiling + 16, 2 * ceiling}, {true, true, false, false});
+  }
+}
+
+TEST_F(PolicyCApiTest, OneShotCeilingFromTheEnvironment) {
+  ::setenv("QR_QUANTIZATION", "INT4", 1);
+  ::setenv("QR_ONE_SHOT_MAX_KB", "64", 1);
+  ExpectAlgorithms(2, {64 << 10, (64 << 10) + 16, 256 << 10}, {true, false, false});
+  ::setenv("QR_ONE_SHOT_MAX_KB", "0", 1);  // one-shot off
+  ExpectAlgorithms(2, {4096, 64 << 10}, {false, false});
 }
 
 TEST_F(PolicyCApiTest, BadConfigurationFailsJoinNamingTheVariable) {
