@@ -20,11 +20,13 @@ constexpr int64_t kTableMiB[2][3][5] = {
     {{2, 8, 8, 8, 8}, {8, 64, 64, 16, 16}, {16, 2048, 2048, 2048, 2048}},
 };
 
-// KiB per world size 2, 4, 8 up to which a call runs one-shot. Placeholders
-// until GPU measurements (qr-bench, docs/performance.md) retune them: one-shot
-// moves (ws-1) whole messages per rank against two-shot's 2(ws-1)/ws, so the
-// crossover is expected to fall as the world size grows.
-constexpr int64_t kOneShotMaxKiB[3] = {512, 256, 128};
+// KiB per world size 2, 4, 8 up to which a call runs one-shot. World size 2
+// is measured on 2 x H200 (docs/performance.md): one-shot moves the same bytes
+// as two-shot there, in one hop, and beat every two-shot codec up to the
+// region's 4 MiB. 4 and 8 are estimates until they run on hardware (issue 8):
+// one-shot moves (ws-1) messages per rank against two-shot's 2(ws-1)/ws, so
+// the crossover falls as the world size grows.
+constexpr int64_t kOneShotMaxKiB[3] = {4096, 1024, 256};
 
 int WorldSizeIndex(int world_size) {
   switch (world_size) {

@@ -42,8 +42,8 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
 bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
                      bool healthy = true, std::string* why_not = nullptr);
 
-// The built-in largest size (bytes) that runs one-shot at world size 2/4/8,
-// measured on 2 x H200 (docs/performance.md); 0 for other world sizes.
+// The built-in largest size (bytes) that runs one-shot at world size 2/4/8
+// (comm/policy.cc says which are measured); 0 for other world sizes.
 int64_t DefaultOneShotMaxBytes(int world_size);
 
 // How a call that ShouldAllReduce took travels: kOneShot when bytes <= the

@@ -179,8 +179,8 @@ TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
 }
 
 // The built-in ceilings, written out independently of policy.cc.
-constexpr std::pair<int, int64_t> kOneShotCeilings[] = {{2, 512 << 10}, {4, 256 << 10},
-                                                        {8, 128 << 10}};
+constexpr std::pair<int, int64_t> kOneShotCeilings[] = {{2, 4096 << 10}, {4, 1024 << 10},
+                                                        {8, 256 << 10}};
 
 TEST(PolicyTest, DefaultOneShotCeilingPerWorldSize) {
   for (const auto& [ws, bytes] : kOneShotCeilings) EXPECT_EQ(DefaultOneShotMaxBytes(ws), bytes);
@@ -236,7 +236,7 @@ TEST(PolicyTest, AlgorithmIgnoresRegimeAndCast) {
     for (bool cast : {false, true}) {
       const Config c = ConfigFor(regime, cast);
       EXPECT_EQ(ChooseAlgorithm(c, 4096, 2), Algorithm::kOneShot);
-      EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2), Algorithm::kTwoShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 8 << 20, 2), Algorithm::kTwoShot);
     }
   }
 }

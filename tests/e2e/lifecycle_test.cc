@@ -258,7 +258,7 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     o.timeout_ms = 20000;
     auto c = Communicator::Join(o);
     ASSERT_TRUE(c.ok()) << c.status();
-    std::vector<uint16_t> buf(1 << 19);  // 1 MiB: two-shot
+    std::vector<uint16_t> buf(5 << 19);  // 5 MiB: two-shot (one-shot ends at 4 MiB)
     for (int i = 0; i < 3; ++i) {  // 8 KiB: one-shot
       EXPECT_OK(
           (*c)->AllReduce(buf.data(), buf.data(), 4096, DType::kFloat16, Regime::kInt8, false));
@@ -287,7 +287,7 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     ASSERT_EQ(g["members"].size(), 2u);
     for (const auto& m : g["members"]) {
       EXPECT_EQ(m["ops"].value("INT8", 0), 1) << m.dump();
-      EXPECT_EQ(m["bytes"].value("INT8", 0), 1 << 20) << m.dump();
+      EXPECT_EQ(m["bytes"].value("INT8", 0), 5 << 20) << m.dump();
       EXPECT_EQ(m["ops"].value("FP", 0), 4) << m.dump();
       EXPECT_EQ(m["bytes"].value("FP", 0), 3 * 8192 + 128) << m.dump();
       EXPECT_EQ(m["ops"].value("INT4", 0), 0) << m.dump();

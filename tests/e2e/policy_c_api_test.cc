@@ -195,8 +195,9 @@ void PolicyCApiTest::ExpectAlgorithms(int ws, const std::vector<size_t>& sizes,
 
 TEST_F(PolicyCApiTest, OneShotUpToTheBuiltInCeilingTwoShotAbove) {
   ::setenv("QR_QUANTIZATION", "INT4", 1);
+  // The documented built-in ceilings (comm/policy.cc, docs/codecs.md).
   for (const auto& [ws, ceiling] :
-       {std::pair<int, size_t>{2, 512 << 10}, {4, 256 << 10}, {8, 128 << 10}}) {
+       {std::pair<int, size_t>{2, 4096 << 10}, {4, 1024 << 10}, {8, 256 << 10}}) {
     ExpectAlgorithms(ws, {8192, ceiling, ceiling + 16, 2 * ceiling}, {true, true, false, false});
   }
 }
