@@ -56,8 +56,12 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
     v = platform::LoadShared16(src);
     if (Arrived(v)) return true;
     if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
+    platform::PollPause();
   }
 }
+
+// Grids larger than this gate their polling (below).
+inline constexpr unsigned kOneShotGateBlocks = 4;
 
 template <GpuElem kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
@@ -86,7 +90,27 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   }
 
   char* const mine = p.buffers[p.rank] + p.oneshot + phase;
+  // While the peers' data is still on its way only thread 0 polls (its own
+  // first atom of each source); the others wait at the barrier. Thousands of
+  // threads polling the very lines the peers are writing slowed arrival by
+  // up to 100x when one rank started well before the other (eager launches,
+  // >= 64 KiB; docs/performance.md). With a few blocks the barrier costs more
+  // (0.3 us at 4 KiB) than the polling does.
   bool ok = true;
+  if (gridDim.x > kOneShotGateBlocks) {  // the same on every thread
+    __shared__ uint32_t gate_ok;
+    if (threadIdx.x == 0) {
+      bool arrived = true;
+#pragma unroll
+      for (int s = 0; s < kWs; ++s) {
+        Vec16 v;
+        if (s != p.rank && arrived) arrived = Receive(mine + s * kPerSource + first * 16, v, p);
+      }
+      gate_ok = arrived ? 1u : 0u;
+    }
+    __syncthreads();
+    ok = gate_ok != 0;
+  }
   for (size_t a = first; a < atoms && ok; a += stride) {
     float acc[8];
 #pragma unroll

@@ -97,6 +97,7 @@ QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const Kern
     uint32_t spins = 0;
     while (platform::AtomicLoadRelaxedSystem(flag) != colour) {
       if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
+      platform::PollPause();
     }
   }
   return platform::AtomicLoadAcquireSystem(flag) == colour;

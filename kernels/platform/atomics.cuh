@@ -46,6 +46,10 @@ QR_DEVICE_INLINE uint32_t AtomicCasSystem(uint32_t* p, uint32_t expected, uint32
 
 QR_DEVICE_INLINE void FenceSystem() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
+// A short pause between polls of a location a peer writes, so that the
+// pollers do not crowd the peer's stores to that line out of the L2.
+QR_DEVICE_INLINE void PollPause() { __nanosleep(64); }
+
 // Nanoseconds of a clock shared by all multiprocessors of the device.
 QR_DEVICE_INLINE uint64_t WallClock() {
   uint64_t t;
@@ -78,6 +82,8 @@ QR_DEVICE_INLINE uint32_t AtomicCasSystem(uint32_t* p, uint32_t expected, uint32
 }
 
 QR_DEVICE_INLINE void FenceSystem() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+QR_DEVICE_INLINE void PollPause() { __builtin_amdgcn_s_sleep(2); }
 
 // Ticks of the constant-rate real-time counter (rate: WallClockRateKhz()).
 QR_DEVICE_INLINE uint64_t WallClock() { return __builtin_amdgcn_s_memrealtime(); }
