@@ -135,7 +135,7 @@ double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, do
 
 std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
                                 const std::vector<Codec>& regimes, int world_size,
-                                double link_gbps) {
+                                double link_gbps, const Config& policy) {
   std::vector<GroupKey> order;
   std::map<GroupKey, std::vector<const Measurement*>> groups;
   for (const Measurement& m : measurements) {
@@ -144,7 +144,6 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
     if (groups.find(k) == groups.end()) order.push_back(k);
     groups[k].push_back(&m);
   }
-  const Config defaults;
   std::vector<BenchRow> rows;
   for (const GroupKey& k : order) {
     const auto& [bytes, dtype, mode] = k;
@@ -174,8 +173,8 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
     }
     if (one_shot) add(BenchAlgo::kOneShot, "FP", *one_shot, Algorithm::kOneShot, Codec::kFp, "");
     for (Codec regime : regimes) {
-      const Algorithm algo = ChooseAlgorithm(defaults, bytes, world_size);
-      const Codec codec = EffectiveCodec(defaults, static_cast<Regime>(regime), bytes);
+      const Algorithm algo = ChooseAlgorithm(policy, bytes, world_size);
+      const Codec codec = EffectiveCodec(policy, static_cast<Regime>(regime), bytes);
       std::optional<double> us;
       if (algo == Algorithm::kOneShot) {
         us = one_shot;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/config.h"
 #include "common/status.h"
 #include "kernels/types.h"
 #include "tools/bench_options.h"
@@ -68,12 +69,13 @@ double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, do
 // Rows for every measurement, grouped by (bytes, dtype, mode) in the order
 // first seen: two-shot rows, the one-shot row, one policy row per regime in
 // `regimes` whose pick was timed, then NCCL. The policy is ChooseAlgorithm and
-// EffectiveCodec (comm/policy.h) under a default Config; its rows copy the
+// EffectiveCodec (comm/policy.h) under `policy` (qr-bench: a default
+// Config, i.e. the built-in one-shot ceilings); its rows copy the
 // timed number. NCCL rows are compared with the link limit of two-shot FP
 // (a ring moves the same bytes).
 std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
                                 const std::vector<Codec>& regimes, int world_size,
-                                double link_gbps);
+                                double link_gbps, const Config& policy = Config{});
 
 // The derived QR_MIN_SIZE_TABLE for one world size.
 struct MinSizeTable {

@@ -66,6 +66,14 @@ std::vector<Measurement> Synthetic() {
   return m;
 }
 
+// The policy the synthetic data is designed for: one-shot up to 1 MiB (the
+// built-in ceilings change with measurements; these tests must not).
+Config Policy() {
+  Config c;
+  c.one_shot_max_bytes = static_cast<int64_t>(M);
+  return c;
+}
+
 const std::vector<Codec> kRegimes = {Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4,
                                      Codec::kInt3};
 
@@ -88,8 +96,8 @@ TEST(BenchReportTest, WireBytesAndLinkLimit) {
 }
 
 TEST(BenchReportTest, RowsCarryRatiosLinkLimitsAndThePolicyPick) {
-  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0);
-  const Config defaults;
+  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
+  const Config defaults = Policy();
   int policy_rows = 0;
   for (const BenchRow& r : rows) {
     if (r.mode != BenchMode::kGraph) continue;
@@ -136,7 +144,7 @@ TEST(BenchReportTest, PolicyRowIsLeftOutWhenItsPickWasNotTimed) {
   // pick (two-shot FP) was not timed.
   const std::vector<Measurement> m = {
       Meas(64 * M, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kInt8, 100.0)};
-  const auto rows = BuildRows(m, {Codec::kFp, Codec::kInt8}, 2, 0.0);
+  const auto rows = BuildRows(m, {Codec::kFp, Codec::kInt8}, 2, 0.0, Policy());
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[1].algo, BenchAlgo::kPolicy);
   EXPECT_EQ(rows[1].regime, "INT8");
@@ -146,7 +154,7 @@ TEST(BenchReportTest, PolicyRowIsLeftOutWhenItsPickWasNotTimed) {
 }
 
 TEST(BenchReportTest, MinSizeTableFromSyntheticTimings) {
-  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0);
+  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   const MinSizeTable t = DeriveMinSizeTable(rows, 2);
   const int64_t builtin_int3 = MinSizeBytes(DType::kFloat16, 2, Regime::kInt3, false) / kMiB;
   EXPECT_EQ(t.mib[0], (std::array<int64_t, 5>{64, 2, 1, 65, builtin_int3}));
@@ -178,7 +186,7 @@ TEST(BenchReportTest, UntimedPickEndsTheWalkDown) {
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kNccl, Codec::kFp, Nccl(b)));
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kFp, 0.5 * Nccl(b)));
   }
-  const MinSizeTable t = DeriveMinSizeTable(BuildRows(m, kRegimes, 2, 0.0), 2);
+  const MinSizeTable t = DeriveMinSizeTable(BuildRows(m, kRegimes, 2, 0.0, Policy()), 2);
   EXPECT_EQ(t.mib[0][0], 64);
   EXPECT_TRUE(t.measured[0][0]);
   EXPECT_THAT(t.text, HasSubstr("may be lower: FP at 16K"));
@@ -186,7 +194,7 @@ TEST(BenchReportTest, UntimedPickEndsTheWalkDown) {
 }
 
 TEST(BenchReportTest, DerivedTableRoundTripsThroughTheConfigParser) {
-  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0);
+  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   const MinSizeTable t = DeriveMinSizeTable(rows, 2);
   ASSERT_OK_AND_ASSIGN(MinSizeTableMiB parsed, ParseMinSizeTable(t.text, "derived"));
   for (int d = 0; d < 2; ++d) {
@@ -207,10 +215,10 @@ TEST(BenchReportTest, CsvHasOneFieldPerColumnAndEmptyUnknowns) {
             "pct_of_link_limit,policy_choice\n");
   const auto rows = BuildRows({Meas(M, BenchDType::kBf16Cast, BenchAlgo::kTwoShot, Codec::kInt6,
                                     20.0, BenchMode::kEager)},
-                              {}, 2, 0.0);
+                              {}, 2, 0.0, Policy());
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(CsvLine(rows[0]), "1048576,bf16cast,eager,two-shot,INT6,20.000,52.43,,,,,\n");
-  const auto full = BuildRows(Synthetic(), kRegimes, 2, 300.0);
+  const auto full = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   for (const BenchRow& r : full) {
     const std::string line = CsvLine(r);
     EXPECT_EQ(std::count(line.begin(), line.end(), ','), 11) << line;
@@ -218,7 +226,7 @@ TEST(BenchReportTest, CsvHasOneFieldPerColumnAndEmptyUnknowns) {
 }
 
 TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
-  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0);
+  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   const MinSizeTable t = DeriveMinSizeTable(rows, 2);
   BenchHeader h;
   h.gpus = {"GPU A", "GPU B"};
@@ -248,14 +256,14 @@ TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
   }
   // Unknown values are null, not 0.
   const auto lone = BuildRows({Meas(M, BenchDType::kFp16, BenchAlgo::kOneShot, Codec::kFp, 9.0)},
-                              {}, 2, 0.0);
+                              {}, 2, 0.0, Policy());
   const auto j2 = nlohmann::json::parse(BenchJson(BenchHeader{}, lone, DeriveMinSizeTable(lone, 2)));
   EXPECT_TRUE(j2["rows"][0]["nccl_us"].is_null());
   EXPECT_TRUE(j2["header"]["nccl_version"].is_null());
 }
 
 TEST(BenchReportTest, TableLineShowsEveryAlgorithm) {
-  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0);
+  const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   std::vector<BenchRow> group;
   for (const BenchRow& r : rows) {
     if (r.bytes == M && r.dtype == BenchDType::kFp16 && r.mode == BenchMode::kGraph) {
