@@ -72,5 +72,34 @@ TEST(LaunchTwoShotTest, RejectsBadArgumentsBeforeTouchingTheGpu) {
   EXPECT_OK(LaunchTwoShot(a));
 }
 
+TEST(LaunchOneShotTest, RejectsWhatDoesNotFitBeforeTouchingTheGpu) {
+  for (int ws : {2, 4, 8}) {
+    TwoShotArgs a;
+    a.world_size = ws;
+    a.one_shot = true;
+    // One 16-byte atom more than a source's share of the region.
+    a.count = kGpuOneShotRegionBytes / ws / 2 + 8;
+    EXPECT_THAT(LaunchOneShot(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
+    EXPECT_THAT(LaunchAllReduce(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
+    // Exactly the share: past the size check, stopped by the null buffers.
+    a.count = kGpuOneShotRegionBytes / ws / 2;
+    EXPECT_THAT(LaunchOneShot(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
+    a.count = 0;
+    EXPECT_TRUE(LaunchOneShot(a).ok()) << ws;
+  }
+}
+
+TEST(LaunchOneShotTest, IgnoresTheCodecButNotTheWorldSize) {
+  TwoShotArgs a;
+  a.one_shot = true;
+  a.count = 0;
+  a.world_size = 4;
+  a.codec = GpuCodec::kInt3;  // two-shot refuses INT3 at world size 4
+  EXPECT_OK(LaunchOneShot(a));
+  EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
+  a.world_size = 6;
+  EXPECT_THAT(LaunchOneShot(a), StatusIs(StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace qr::kernels
