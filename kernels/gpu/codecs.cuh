@@ -8,6 +8,8 @@
 //     encoded once
 //   Decode(src, tid, v[kA][8]) reads it back as exact float values
 //   Accumulate(acc, x)        one step of the rank-order sum
+//   kOverlapNextTile          whether the kernel sends the next tile's phase 1
+//                             before waiting for this tile's phase 2
 // Values are the math format (fp16 or bf16 bit patterns, kBf16 says which).
 #ifndef QR_KERNELS_GPU_CODECS_CUH_
 #define QR_KERNELS_GPU_CODECS_CUH_
@@ -23,6 +25,9 @@ namespace qr::kernels::gpu {
 template <bool kBf16, int kA>
 struct FpCodec {
   static constexpr size_t kSegWireBytes = static_cast<size_t>(kA) * kTwoShotThreads * 16;
+  // FP is link bound: sending the next tile's phase 1 early only crowds the
+  // link (5 % slower at >= 64 MiB on H200, docs/performance.md).
+  static constexpr bool kOverlapNextTile = false;
 
   QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid, char*) {
 #pragma unroll
@@ -81,6 +86,9 @@ struct IntCodec {
   static constexpr size_t kScaleOffset = kRowBytes - 64 * 2;
   static constexpr size_t kHighOffset = kCodec == GpuCodec::kInt6 ? 1024 : 512;
   static constexpr size_t kSegWireBytes = kRowBytes * kA;
+  // Compute bound: overlapping the next tile's phase 1 with this tile's
+  // phase-2 wait gained 6-20 % at >= 64 MiB on H200.
+  static constexpr bool kOverlapNextTile = true;
   static_assert(kSegWireBytes <= kTwoShotStageBytes, "stage too small");
   static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   static constexpr uint32_t kMagicBits = 0x4B400000u;

@@ -37,39 +37,52 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
   if (gave_up != kGpuErrorNone) return;
 
   const int tid = threadIdx.x;
-  const size_t slot = static_cast<size_t>(blockIdx.x) * kTwoShotSlotBytes;
-  const uint32_t* my_flags1 =
-      reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + p.flags1) + blockIdx.x * kGpuMaxRanks;
-  const uint32_t* my_flags2 =
-      reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + p.flags2) + blockIdx.x * kGpuMaxRanks;
-  const char* my_data1 = p.buffers[p.rank] + p.data1 + slot;
-  const char* my_data2 = p.buffers[p.rank] + p.data2 + slot;
-  uint32_t colour = p.colours[blockIdx.x];
+  // Tiles alternate between two rows of slots and flags (colour parity), so
+  // that the next tile's phase 1 can go out before this tile's phase 2 has
+  // arrived and its transfer overlaps the wait (C::kOverlapNextTile; else
+  // send1(i+1) comes after decode(i), which only adds ordering). Per tile i a
+  // rank does: wait1(i), reduce(i), send2(i), send1(i+1), wait2(i), decode(i). Row
+  // parity(i) is written again only for tile i + 2, when every peer is done
+  // with it: we send1(i+2) after wait1(i+1), and a peer raises flag1(i+1)
+  // after reduce(i) and wait1(i); we send2(i+2) after wait1(i+2), and a peer
+  // raises flag1(i+2) after decode(i) and wait2(i). Colours continue across
+  // calls, so the rows keep alternating through kernel boundaries.
+  auto row = [&](uint32_t colour) { return blockIdx.x * 2 + (colour & 1u); };
+  auto flags = [&](size_t offset, uint32_t colour) {
+    return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) + row(colour) * kGpuMaxRanks;
+  };
+  auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTwoShotSlotBytes; };
 
-  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
-    ++colour;
+  // Phase 1 of `tile`: segment r goes to rank r, row slot (block, my rank).
+  auto phase1 = [&](int tile, uint32_t colour) {
     const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
-
-    // Load the tile (atoms past the end read as zero; sizes are whole atoms).
+    // Atoms past the end read as zero (sizes are whole atoms).
     Vec16 atoms[kTwoShotAtoms];
 #pragma unroll
     for (int i = 0; i < kTwoShotAtoms; ++i) {
       const size_t off = base + i * kAtomStride;
       atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
     }
-
-    // Phase 1: segment r of this tile goes to rank r, slot (block, my rank).
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       Vec16 seg[kA];
 #pragma unroll
       for (int k = 0; k < kA; ++k) seg[k] = atoms[r * kA + k];
-      C::Encode(seg, p.buffers[r] + p.data1 + slot + p.rank * C::kSegWireBytes, tid, stage);
+      C::Encode(seg, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kSegWireBytes, tid,
+                stage);
     }
-    SignalAll<kWs>(p.flags1, colour, p);
-    if (!WaitAll<kWs>(my_flags1, colour, p)) return;
+    SignalAll<kWs>(p.flags1, row(colour), colour, p);
+  };
+
+  uint32_t colour = p.colours[blockIdx.x] + 1;
+  int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
+  phase1(tile, colour);
+  for (; tile < p.num_tiles; tile += gridDim.x) {
+    const uint32_t c = colour;
+    if (!WaitAll<kWs>(flags(p.flags1, c), c, p)) return;
 
     // Reduce my segment in rank order 0..ws-1.
+    const char* my_data1 = p.buffers[p.rank] + p.data1 + slot(c);
     float acc[kA][8];
     C::Decode(my_data1, tid, acc);
 #pragma unroll
@@ -86,14 +99,22 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
 #pragma unroll
     for (int k = 0; k < kA; ++k) reduced[k] = Pack<kBf16>(acc[k]);
 
-    // Phase 2: the reduced segment goes to every rank, slot (block, my rank).
+    // Phase 2: the reduced segment goes to every rank, row slot (block, my rank).
     char* dst2[kWs];
 #pragma unroll
-    for (int r = 0; r < kWs; ++r) dst2[r] = p.buffers[r] + p.data2 + slot + p.rank * C::kSegWireBytes;
+    for (int r = 0; r < kWs; ++r) {
+      dst2[r] = p.buffers[r] + p.data2 + slot(c) + p.rank * C::kSegWireBytes;
+    }
     C::template EncodeToAll<kWs>(reduced, dst2, tid, stage);
-    SignalAll<kWs>(p.flags2, colour, p);
-    if (!WaitAll<kWs>(my_flags2, colour, p)) return;
+    SignalAll<kWs>(p.flags2, row(c), c, p);
 
+    // The next tile's phase 1 goes out while this tile's phase 2 arrives.
+    const bool more = tile + static_cast<int>(gridDim.x) < p.num_tiles;
+    if (C::kOverlapNextTile && more) phase1(tile + gridDim.x, ++colour);
+
+    if (!WaitAll<kWs>(flags(p.flags2, c), c, p)) return;
+    const char* my_data2 = p.buffers[p.rank] + p.data2 + slot(c);
+    const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       float v[kA][8];
@@ -104,6 +125,7 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
         if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(Pack<kBf16>(v[k])));
       }
     }
+    if (!C::kOverlapNextTile && more) phase1(tile + gridDim.x, ++colour);
   }
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
@@ -162,12 +184,14 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   auto round_up = [](size_t x) { return (x + kPage - 1) / kPage * kPage; };
   TwoShotLayout l;
   l.max_blocks = max_blocks;
-  const size_t flag_bytes = round_up(static_cast<size_t>(max_blocks) * kGpuMaxRanks * 4);
+  // Two rows (tile parity) of flags and slots per block.
+  const size_t rows = 2 * static_cast<size_t>(max_blocks);
+  const size_t flag_bytes = round_up(rows * kGpuMaxRanks * 4);
   l.flags1 = 0;
   l.flags2 = flag_bytes;
   l.data1 = 2 * flag_bytes;
-  l.data2 = l.data1 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
-  l.oneshot = l.data2 + static_cast<size_t>(max_blocks) * kTwoShotSlotBytes;
+  l.data2 = l.data1 + rows * kTwoShotSlotBytes;
+  l.oneshot = l.data2 + rows * kTwoShotSlotBytes;
   l.total = l.oneshot + 2 * kGpuOneShotRegionBytes;
   return l;
 }

@@ -52,9 +52,10 @@ inline constexpr uint32_t kGpuErrorTimeout = 2;  // a wait ran past timeout
 // Offsets inside one rank's receive buffer.
 struct TwoShotLayout {
   int max_blocks = 0;
-  size_t flags1 = 0;  // uint32 [max_blocks][kGpuMaxRanks]: phase-1 colour from each source rank
+  // Rows: [max_blocks][2] (block, tile parity).
+  size_t flags1 = 0;  // uint32 [rows][kGpuMaxRanks]: phase-1 colour from each source rank
   size_t flags2 = 0;  // same for phase 2
-  size_t data1 = 0;   // [max_blocks][kTwoShotSlotBytes]
+  size_t data1 = 0;   // [rows][kTwoShotSlotBytes]
   size_t data2 = 0;
   size_t oneshot = 0; // [2 phases][kGpuOneShotRegionBytes], zero = empty
   size_t total = 0;   // bytes to allocate (zeroed once before first use)

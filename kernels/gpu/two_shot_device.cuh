@@ -116,11 +116,12 @@ QR_DEVICE_INLINE bool WaitAll(const uint32_t* row, uint32_t colour, const Kernel
 // r < ws publishes `colour` into rank r's flag for (this block, this rank).
 // The __syncthreads() orders the block's stores before the release.
 template <int kWs>
-QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t colour, const KernelParams& p) {
+QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colour,
+                                const KernelParams& p) {
   __syncthreads();
   if (threadIdx.x < kWs) {
     uint32_t* f = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x] + flags_offset) +
-                  blockIdx.x * kGpuMaxRanks + p.rank;
+                  row * kGpuMaxRanks + p.rank;
     platform::AtomicStoreReleaseSystem(f, colour);
   }
 }
