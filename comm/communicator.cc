@@ -213,10 +213,11 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
     if (sticky.ok()) sticky = s;
     return s;
   }
-  // The counters are per codec on the wire: a one-shot call moves exact
-  // 16-bit values whatever codec it names, so it counts as FP.
-  const Codec counted = call.algorithm == Algorithm::kOneShot ? Codec::kFp : call.codec;
-  group->CountOp(static_cast<int>(counted), bytes);
+  // Two-shot calls count under their codec; one-shot calls, which move exact
+  // values whatever codec they name, under one-shot.
+  group->CountOp(call.algorithm == Algorithm::kOneShot ? ipc::kOneShotCounter
+                                                      : static_cast<int>(call.codec),
+                 bytes);
   return OkStatus();
 }
 

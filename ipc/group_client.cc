@@ -268,11 +268,12 @@ Status GroupMembership::RaiseAbort(std::string_view reason) {
   return OkStatus();
 }
 
-void GroupMembership::CountOp(int regime, uint64_t bytes) {
-  if (segment_ == nullptr || regime < 0 || regime >= kNumCodecs) return;
+void GroupMembership::CountOp(int counter, uint64_t bytes) {
+  static_assert(kNumCounters <= kMaxCounters);
+  if (segment_ == nullptr || counter < 0 || counter >= kNumCounters) return;
   MemberSlot* slot = segment_->slot(rank_);
-  __atomic_fetch_add(&slot->ops[regime], uint64_t{1}, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&slot->bytes[regime], bytes, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&slot->ops[counter], uint64_t{1}, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&slot->bytes[counter], bytes, __ATOMIC_RELAXED);
   __atomic_store_n(&slot->last_progress_unix_ms, NowUnixMs(), __ATOMIC_RELAXED);
 }
 

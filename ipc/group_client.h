@@ -55,11 +55,14 @@ enum class BlobKind : uint32_t {
 inline constexpr size_t kBlobBytes = 64;
 // device_id of host-backend members: exempt from the same-device check.
 inline constexpr std::string_view kDeviceHost = "host";
-// Codecs counted per member for qrctl, indexed by qr_regime (FP, INT8, INT6,
-// INT4, INT3).
-inline constexpr int kNumCodecs = 5;
+// What is counted per member for qrctl: two-shot calls per codec, indexed by
+// qr_regime (FP, INT8, INT6, INT4, INT3), then one-shot calls (exact values
+// whatever the regime).
+inline constexpr int kNumCounters = 6;
+inline constexpr int kOneShotCounter = 5;
 // Their names, as qrctl and the broker's status document spell them.
-inline constexpr const char* kCodecNames[kNumCodecs] = {"FP", "INT8", "INT6", "INT4", "INT3"};
+inline constexpr const char* kCounterNames[kNumCounters] = {"FP",   "INT8", "INT6",
+                                                           "INT4", "INT3", "one-shot"};
 
 struct MemberInfo {
   int rank = -1;
@@ -145,10 +148,11 @@ class GroupMembership {
   // even if the broker is gone (the word is in shared memory).
   [[nodiscard]] Status RaiseAbort(std::string_view reason);
 
-  // Adds one op of `bytes` to this rank's counters for `regime` (qr_regime
-  // value 0..kNumCodecs-1; others are ignored) and stamps last progress.
-  // Lock-free; only this member writes its slot.
-  void CountOp(int regime, uint64_t bytes);
+  // Adds one op of `bytes` to this rank's counter `counter` (a qr_regime
+  // value for two-shot calls, kOneShotCounter for one-shot ones; others are
+  // ignored) and stamps last progress. Lock-free; only this member writes
+  // its slot.
+  void CountOp(int counter, uint64_t bytes);
 
   // Marks this slot as left, sends LEAVE, unmaps. Idempotent. Returns
   // kUnavailable if the broker could not be told (the slot's left flag still

@@ -44,7 +44,7 @@ inline constexpr size_t kPageBytes = 4096;
 inline constexpr size_t kAbortPageOffset = 4096;
 inline constexpr size_t kSlotsOffset = 8192;
 inline constexpr size_t kSlotBytes = 512;
-inline constexpr int kMaxCounters = 8;  // >= kNumCodecs
+inline constexpr int kMaxCounters = 8;  // >= kNumCounters (group_client.h)
 
 enum class GroupState : uint32_t { kInit = 0, kReady = 1, kFailed = 2 };
 const char* GroupStateName(uint32_t state);  // "INIT", "READY", "FAILED", "UNKNOWN"
@@ -82,8 +82,8 @@ struct MemberSlot {
   uint64_t published_unix_ms;
   char device_id[64];
   uint8_t blob[64];
-  uint64_t ops[kMaxCounters];      // atomic, per codec
-  uint64_t bytes[kMaxCounters];    // atomic, per codec
+  uint64_t ops[kMaxCounters];      // atomic, per counter (group_client.h)
+  uint64_t bytes[kMaxCounters];    // atomic, per counter
   uint64_t last_progress_unix_ms;  // atomic
   char abort_reason[128];          // written before the member raises abort
 };

@@ -53,7 +53,7 @@ std::string Bytes(uint64_t b) {
 
 std::string Codecs(const json& counters, bool bytes) {
   std::string s;
-  for (const char* c : ipc::kCodecNames) {
+  for (const char* c : ipc::kCounterNames) {
     uint64_t v = counters.value(c, uint64_t{0});
     if (v == 0) continue;
     s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? Bytes(v) : std::to_string(v));

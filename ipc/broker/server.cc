@@ -740,9 +740,9 @@ std::string Server::StatusJson() const {
       }
       attached.push_back(r);
       json ops = json::object(), bytes = json::object();
-      for (int c = 0; c < ipc::kNumCodecs; ++c) {
-        ops[ipc::kCodecNames[c]] = __atomic_load_n(&slot->ops[c], __ATOMIC_RELAXED);
-        bytes[ipc::kCodecNames[c]] = __atomic_load_n(&slot->bytes[c], __ATOMIC_RELAXED);
+      for (int c = 0; c < ipc::kNumCounters; ++c) {
+        ops[ipc::kCounterNames[c]] = __atomic_load_n(&slot->ops[c], __ATOMIC_RELAXED);
+        bytes[ipc::kCounterNames[c]] = __atomic_load_n(&slot->bytes[c], __ATOMIC_RELAXED);
       }
       uint64_t progress = __atomic_load_n(&slot->last_progress_unix_ms, __ATOMIC_RELAXED);
       json member = {

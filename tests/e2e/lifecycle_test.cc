@@ -288,8 +288,9 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     for (const auto& m : g["members"]) {
       EXPECT_EQ(m["ops"].value("INT8", 0), 1) << m.dump();
       EXPECT_EQ(m["bytes"].value("INT8", 0), 5 << 20) << m.dump();
-      EXPECT_EQ(m["ops"].value("FP", 0), 4) << m.dump();
-      EXPECT_EQ(m["bytes"].value("FP", 0), 3 * 8192 + 128) << m.dump();
+      EXPECT_EQ(m["ops"].value("one-shot", 0), 4) << m.dump();
+      EXPECT_EQ(m["bytes"].value("one-shot", 0), 3 * 8192 + 128) << m.dump();
+      EXPECT_EQ(m["ops"].value("FP", 0), 0) << m.dump();
       EXPECT_EQ(m["ops"].value("INT4", 0), 0) << m.dump();
     }
   }
