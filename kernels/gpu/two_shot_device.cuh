@@ -1,5 +1,6 @@
-// Device side of the two-shot all-reduce: the kernel template, its waits and
-// the codec interface. Included by two_shot.cu only.
+// Device side of the all-reduce kernels: the two-shot kernel's parameters,
+// waits and codec interface, shared with the one-shot kernel. Included by
+// two_shot.cu and one_shot.cu only.
 //
 // Work decomposition. A block of kTwoShotThreads threads processes one tile
 // of kTwoShotTileBytes per iteration; thread t holds atom i (16 bytes) at tile
@@ -8,10 +9,12 @@
 // [r * tile / ws, (r + 1) * tile / ws) of every tile.
 //
 // Per tile: encode segment r of the input and store it into rank r's phase-1
-// slot (this block, this source rank); signal; wait for every source; decode
-// and sum in rank order 0..ws-1; re-encode the reduced segment and store it
-// into every rank's phase-2 slot; signal; wait; decode every rank's segment
-// into the output. Only equal block indices on different ranks wait on each
+// slot (this block's row for the tile's parity, this source rank); signal;
+// wait for every source; decode and sum in rank order 0..ws-1; re-encode the
+// reduced segment and store it into every rank's phase-2 slot; signal; wait;
+// decode every rank's segment into the output. The integer codecs send the
+// next tile's phase 1 before that last wait (two_shot.cu says why the rows
+// make it safe). Only equal block indices on different ranks wait on each
 // other, so no block ever waits for another block of its own grid.
 #ifndef QR_KERNELS_GPU_TWO_SHOT_DEVICE_CUH_
 #define QR_KERNELS_GPU_TWO_SHOT_DEVICE_CUH_
@@ -113,7 +116,7 @@ QR_DEVICE_INLINE bool WaitAll(const uint32_t* row, uint32_t colour, const Kernel
 }
 
 // Block-wide: after every thread's stores to the destination slots, thread
-// r < ws publishes `colour` into rank r's flag for (this block, this rank).
+// r < ws publishes `colour` into rank r's flag for (`row`, this rank).
 // The __syncthreads() orders the block's stores before the release.
 template <int kWs>
 QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colour,
