@@ -13,6 +13,7 @@ targets=(
   //tests/gpu:gpu_backend_test
   //ipc/broker:qr-broker
   //tools:qr-bench
+  //tools:qr-demo
 )
 flags=(-c opt --dynamic_mode=off)
 ./bazelw build "${flags[@]}" "${targets[@]}"
