@@ -46,6 +46,8 @@ struct Flags {
   // The last size is above the world-size-2 one-shot ceiling (4 MiB), so every
   // regime also runs two-shot with its codec.
   std::vector<uint64_t> sizes = {16, 48 * 1024 + 16, 1 << 20, 8 << 20};
+  std::vector<Codec> regimes;  // empty: every codec the world size allows
+  std::vector<DType> dtypes = {DType::kFloat16, DType::kBFloat16};
   std::string group;
   int worker_rank = -1;  // internal: >= 0 in a worker process
 };
@@ -53,11 +55,24 @@ struct Flags {
 void Usage(FILE* f) {
   std::fprintf(f,
                "usage: qr-demo [--world-size 2|4|8] [--device auto|host|gpu]\n"
-               "               [--sizes BYTES,BYTES,...] [--group NAME]\n"
+               "               [--sizes BYTES,BYTES,...] [--regimes FP,INT8,...]\n"
+               "               [--dtypes fp16,bf16] [--group NAME]\n"
                "Runs all-reduces across --world-size worker processes in every regime\n"
                "and dtype, checks them, and prints a table. Honours QR_BROKER_SOCKET,\n"
                "QR_BROKER_AUTOSTART, QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB,\n"
                "QR_OP_TIMEOUT_MS, QR_LOG_LEVEL.\n");
+}
+
+// Splits "a,b,c"; an empty item is kept so that the caller rejects it.
+std::vector<std::string> SplitList(const std::string& value) {
+  std::vector<std::string> items;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = value.find(',', pos);
+    items.push_back(value.substr(pos, comma == std::string::npos ? comma : comma - pos));
+    if (comma == std::string::npos) return items;
+    pos = comma + 1;
+  }
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -107,6 +122,27 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         f->sizes.push_back(bytes);
         if (comma == std::string::npos) break;
         pos = comma + 1;
+      }
+    } else if (a == "--regimes") {
+      f->regimes.clear();
+      for (const std::string& item : SplitList(value)) {
+        const Codec* found = std::find_if(std::begin(kAllCodecs), std::end(kAllCodecs),
+                                          [&](Codec c) { return item == CodecName(c); });
+        if (found == std::end(kAllCodecs)) {
+          std::fprintf(stderr, "qr-demo: regime '%s' is not one of FP, INT8, INT6, INT4, INT3\n",
+                       item.c_str());
+          return false;
+        }
+        f->regimes.push_back(*found);
+      }
+    } else if (a == "--dtypes") {
+      f->dtypes.clear();
+      for (const std::string& item : SplitList(value)) {
+        if (item != "fp16" && item != "bf16") {
+          std::fprintf(stderr, "qr-demo: dtype '%s' is not fp16 or bf16\n", item.c_str());
+          return false;
+        }
+        f->dtypes.push_back(item == "fp16" ? DType::kFloat16 : DType::kBFloat16);
       }
     } else if (a == "--group") {
       f->group = value;
@@ -180,9 +216,13 @@ int Launch(const Flags& f, const std::string& self) {
                                      "--device", device,          "--group",
                                      group,      "--worker-rank", std::to_string(r),
                                      "--sizes"};
-    std::string sizes;
+    std::string sizes, regimes, dtypes;
     for (uint64_t s : f.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    for (Codec c : f.regimes) regimes += (regimes.empty() ? "" : ",") + std::string(CodecName(c));
+    for (DType d : f.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(DTypeName(d));
     args.push_back(sizes);
+    if (!regimes.empty()) args.insert(args.end(), {"--regimes", regimes});
+    args.insert(args.end(), {"--dtypes", dtypes});
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -346,14 +386,15 @@ int Work(const Flags& f) {
   };
 
   std::vector<Codec> codecs;
-  for (Codec c : kAllCodecs) {
+  for (Codec c : f.regimes.empty() ? std::vector<Codec>(std::begin(kAllCodecs), std::end(kAllCodecs))
+                                   : f.regimes) {
     if (c != Codec::kInt3 || f.world_size == 2) codecs.push_back(c);
   }
-  const int total = static_cast<int>(codecs.size() * 2 * f.sizes.size());
+  const int total = static_cast<int>(codecs.size() * f.dtypes.size() * f.sizes.size());
   int done = 0, failures = 0;
   std::vector<Row> rows;
   for (Codec codec : codecs) {
-    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (DType dtype : f.dtypes) {
       for (uint64_t bytes : f.sizes) {
         const int64_t n = static_cast<int64_t>(bytes / 2);
         const uint64_t seed = 17 + static_cast<uint64_t>(done);
