@@ -7,6 +7,8 @@
 //   EncodeToAll<N>(raw, dst[N], tid, stage) the same to N destinations,
 //     encoded once
 //   Decode(src, tid, v[kA][8]) reads it back as exact float values
+//   DecodePacked(src, tid, raw[kA]) the same values packed as 16-bit (Pack),
+//     for the output
 //   Accumulate(acc, x)        one step of the rank-order sum
 //   kOverlapNextTile          whether the kernel sends the next tile's phase 1
 //                             before waiting for this tile's phase 2
@@ -46,6 +48,12 @@ struct FpCodec {
     for (int k = 0; k < kA; ++k) {
       Unpack<kBf16>(platform::LoadShared16(src + (k * kTwoShotThreads + tid) * 16), v[k]);
     }
+  }
+
+  // Phase-2 segments hold Pack's output, which Pack(Unpack(.)) leaves as is.
+  QR_DEVICE_INLINE static void DecodePacked(const char* src, int tid, Vec16 (&raw)[kA]) {
+#pragma unroll
+    for (int k = 0; k < kA; ++k) raw[k] = platform::LoadShared16(src + (k * kTwoShotThreads + tid) * 16);
   }
 
   QR_DEVICE_INLINE static float Accumulate(float acc, float x) { return platform::AddRn(acc, x); }
@@ -256,8 +264,9 @@ struct IntCodec {
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      // (float)(u - Q), exactly, through the same magic constant.
-      const float k = platform::AddRn(__uint_as_float(kMagicBits - kQ + u[j]), -kMagic);
+      // (float)(u - Q), exactly: u < 2^22 fills the magic constant's zero
+      // low bits, and kMagic + kQ is exact in fp32.
+      const float k = platform::AddRn(__uint_as_float(kMagicBits | u[j]), -(kMagic + kQ));
       v[j] = platform::MulRn(k, d);
     }
   }
@@ -265,6 +274,15 @@ struct IntCodec {
   QR_DEVICE_INLINE static void Decode(const char* src, int tid, float (&v)[kA][8]) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) DecodeAtom(src + k * kRowBytes, tid, v[k]);
+  }
+
+  QR_DEVICE_INLINE static void DecodePacked(const char* src, int tid, Vec16 (&raw)[kA]) {
+#pragma unroll
+    for (int k = 0; k < kA; ++k) {
+      float v[8];
+      DecodeAtom(src + k * kRowBytes, tid, v);
+      raw[k] = Pack<kBf16>(v);
+    }
   }
 
   QR_DEVICE_INLINE static float Accumulate(float acc, float x) { return platform::AddRn(acc, x); }

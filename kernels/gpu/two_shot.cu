@@ -117,12 +117,12 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
     const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      float v[kA][8];
-      C::Decode(my_data2 + s * C::kSegWireBytes, tid, v);
+      Vec16 v[kA];
+      C::DecodePacked(my_data2 + s * C::kSegWireBytes, tid, v);
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
         const size_t off = base + (s * kA + k) * kAtomStride;
-        if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(Pack<kBf16>(v[k])));
+        if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v[k]));
       }
     }
     if (!C::kOverlapNextTile && more) phase1(tile + gridDim.x, ++colour);

@@ -132,54 +132,6 @@ QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colo
 // ---------------------------------------------------------------------------
 // Element formats. A "raw" atom holds 8 16-bit values in memory order.
 
-template <GpuElem kElem>
-struct Elem;
-
-template <>
-struct Elem<GpuElem::kFp16> {
-  static constexpr bool kMathBf16 = false;
-  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
-  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
-};
-
-template <>
-struct Elem<GpuElem::kBf16> {
-  static constexpr bool kMathBf16 = true;
-  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
-  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
-};
-
-// Saturating bf16 -> fp16 (kernels/float16.h BFloat16ToHalf): a finite
-// input never becomes inf.
-QR_DEVICE_INLINE uint16_t Bf16ToFp16Saturating(uint16_t b) {
-  return platform::FloatToFp16Bits(platform::Bf16BitsToFloat(b));
-}
-
-template <>
-struct Elem<GpuElem::kBf16Cast> {
-  static constexpr bool kMathBf16 = false;
-  QR_DEVICE_INLINE static Vec16 In(Vec16 v) {
-    Vec16 r;
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = Bf16ToFp16Saturating(static_cast<uint16_t>(v.w[i] & 0xffffu));
-      const uint32_t hi = Bf16ToFp16Saturating(static_cast<uint16_t>(v.w[i] >> 16));
-      r.w[i] = lo | (hi << 16);
-    }
-    return r;
-  }
-  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) {
-    Vec16 r;
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = platform::FloatToBf16Bits(
-          platform::Fp16BitsToFloat(static_cast<uint16_t>(v.w[i] & 0xffffu)));
-      const uint32_t hi = platform::FloatToBf16Bits(
-          platform::Fp16BitsToFloat(static_cast<uint16_t>(v.w[i] >> 16)));
-      r.w[i] = lo | (hi << 16);
-    }
-    return r;
-  }
-};
-
 template <bool kBf16>
 QR_DEVICE_INLINE float ToFloat(uint16_t x) {
   return kBf16 ? platform::Bf16BitsToFloat(x) : platform::Fp16BitsToFloat(x);
@@ -198,15 +150,66 @@ QR_DEVICE_INLINE void Unpack(const Vec16& v, float (&f)[8]) {
   }
 }
 
+// FromFloat on each value (round-half-even, saturating, canonical NaN). Two
+// values per conversion instruction; only an atom with an inf or NaN result
+// (rare: inf/NaN data, or a finite sum past the largest finite value) takes
+// the scalar path. Adding 1 to an all-ones exponent field carries into the
+// half's top bit, so one AND and one ADD per word find them.
 template <bool kBf16>
 QR_DEVICE_INLINE Vec16 Pack(const float (&f)[8]) {
+  constexpr uint32_t kExpMask = kBf16 ? 0x7F807F80u : 0x7C007C00u;
+  constexpr uint32_t kExpOne = kBf16 ? 0x00800080u : 0x04000400u;
   Vec16 v;
+  uint32_t special = 0;
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
-    v.w[i] = static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i])) |
-             (static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i + 1])) << 16);
+    v.w[i] = kBf16 ? platform::FloatsToBf16x2Rn(f[2 * i], f[2 * i + 1])
+                   : platform::FloatsToFp16x2Rn(f[2 * i], f[2 * i + 1]);
+    special |= (v.w[i] & kExpMask) + kExpOne;
+  }
+  if (special & 0x80008000u) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v.w[i] = static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i])) |
+               (static_cast<uint32_t>(FromFloat<kBf16>(f[2 * i + 1])) << 16);
+    }
   }
   return v;
 }
+
+template <GpuElem kElem>
+struct Elem;
+
+template <>
+struct Elem<GpuElem::kFp16> {
+  static constexpr bool kMathBf16 = false;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
+};
+
+template <>
+struct Elem<GpuElem::kBf16> {
+  static constexpr bool kMathBf16 = true;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
+};
+
+// Saturating bf16 -> fp16 (kernels/float16.h BFloat16ToHalf: a finite input
+// never becomes inf) and back, both exact through fp32.
+template <>
+struct Elem<GpuElem::kBf16Cast> {
+  static constexpr bool kMathBf16 = false;
+  QR_DEVICE_INLINE static Vec16 In(Vec16 v) {
+    float f[8];
+    Unpack<true>(v, f);
+    return Pack<false>(f);
+  }
+  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) {
+    float f[8];
+    Unpack<false>(v, f);
+    return Pack<true>(f);
+  }
+};
 
 }  // namespace qr::kernels::gpu
 

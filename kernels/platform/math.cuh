@@ -53,6 +53,31 @@ QR_DEVICE_INLINE uint16_t FloatToBf16Bits(float f) {
   return sign | static_cast<uint16_t>(rounded >> 16);
 }
 
+// Two values rounded half-even to fp16 / bf16 in one conversion, lo in bits
+// 0-15, hi in 16-31. Unlike the scalar functions above they need NOT
+// saturate nor canonicalise NaN: a result with an all-ones exponent (inf or
+// NaN) may differ from FloatToFp16Bits / FloatToBf16Bits, every other result
+// equals it. Callers check the exponents and take the scalar path then.
+QR_DEVICE_INLINE uint32_t FloatsToFp16x2Rn(float lo, float hi) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return FloatToFp16Bits(lo) | (static_cast<uint32_t>(FloatToFp16Bits(hi)) << 16);
+#endif
+}
+
+QR_DEVICE_INLINE uint32_t FloatsToBf16x2Rn(float lo, float hi) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return FloatToBf16Bits(lo) | (static_cast<uint32_t>(FloatToBf16Bits(hi)) << 16);
+#endif
+}
+
 // Round to nearest integer, ties to even (rintf).
 QR_DEVICE_INLINE float RintRn(float x) { return rintf(x); }
 

@@ -30,6 +30,7 @@ broker=$!
 ( for pass in $(seq 1 "${QR_PROFILE_MAX_PASSES:-40}"); do
     echo "--- pass $pass"
     .device/bin/qr-demo "${demo_args[@]}" --worker-rank 1
+    sleep 2  # rank 0 of this pass leaves before the next pass joins
   done ) >"$out/profile-rank1.log" 2>&1 &
 peer=$!
 trap 'kill $peer $broker 2>/dev/null; pkill -f "qr-profile-$$" 2>/dev/null' EXIT
