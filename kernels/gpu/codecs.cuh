@@ -109,14 +109,14 @@ struct IntCodec {
   // The scale word of the 32-value block this lane's atom belongs to
   // (collective over the 4 lanes of the block).
   QR_DEVICE_INLINE static uint32_t BlockScale(const Vec16& raw) {
-    uint32_t m = 0;
+    // Magnitude bits compare as unsigned integers (NaN above inf above
+    // finite), two values per operation.
+    uint32_t m2 = raw.w[0] & 0x7FFF7FFFu;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      m = max(m, raw.w[i] & 0x7FFFu);
-      m = max(m, (raw.w[i] >> 16) & 0x7FFFu);
-    }
-    m = max(m, platform::ShuffleXorU32(m, 1, kLaneGroup));
-    m = max(m, platform::ShuffleXorU32(m, 2, kLaneGroup));
+    for (int i = 1; i < 4; ++i) m2 = platform::MaxU16x2(m2, raw.w[i] & 0x7FFF7FFFu);
+    m2 = platform::MaxU16x2(m2, platform::ShuffleXorU32(m2, 1, kLaneGroup));
+    m2 = platform::MaxU16x2(m2, platform::ShuffleXorU32(m2, 2, kLaneGroup));
+    const uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
     if (m >= kInf) return kNaN;
     if (kBf16 && m < 0x0D80u) return 0;  // below 2^-100: negligible
     return m;
@@ -238,20 +238,45 @@ struct IntCodec {
     const uint32_t scale = platform::LoadShared16Bits(row + kScaleOffset + 2 * (tid / 4));
     const float d =
         platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
-    uint32_t u[8];
+    // c[j] = the bits of kMagic + u_j: u_j < 2^22 fills the magic
+    // constant's zero low bits. INT8 and INT4 codes sit in (or are masked
+    // into) whole bytes, which one byte permutation moves under the magic
+    // constant's upper bytes (selector: code byte, then bytes 5-7 of it).
+    uint32_t c[8];
     if constexpr (kCodec == GpuCodec::kInt8) {
       uint32_t lo, hi;
       platform::LoadShared64(row + 8 * tid, lo, hi);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        u[j] = (lo >> (8 * j)) & 255u;
-        u[j + 4] = (hi >> (8 * j)) & 255u;
+        c[j] = platform::BytePerm(lo, kMagicBits, 0x7650u + j);
+        c[j + 4] = platform::BytePerm(hi, kMagicBits, 0x7650u + j);
       }
     } else if constexpr (kCodec == GpuCodec::kInt4) {
       const uint32_t w = platform::LoadShared32(row + 4 * tid);
+      const uint32_t even = w & 0x0F0F0F0Fu;         // codes 0, 2, 4, 6
+      const uint32_t odd = (w >> 4) & 0x0F0F0F0Fu;   // codes 1, 3, 5, 7
 #pragma unroll
-      for (int j = 0; j < 8; ++j) u[j] = (w >> (4 * j)) & 15u;
-    } else if constexpr (kCodec == GpuCodec::kInt6) {
+      for (int j = 0; j < 4; ++j) {
+        c[2 * j] = platform::BytePerm(even, kMagicBits, 0x7650u + j);
+        c[2 * j + 1] = platform::BytePerm(odd, kMagicBits, 0x7650u + j);
+      }
+    } else {
+      uint32_t u[8];
+      DecodeCodes(row, tid, u);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) c[j] = kMagicBits | u[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      // (float)(u - Q), exactly: kMagic + kQ is exact in fp32.
+      const float k = platform::AddRn(__uint_as_float(c[j]), -(kMagic + kQ));
+      v[j] = platform::MulRn(k, d);
+    }
+  }
+
+  // The unsigned codes of the INT6 and INT3 atoms (a low and a high plane).
+  QR_DEVICE_INLINE static void DecodeCodes(const char* row, int tid, uint32_t (&u)[8]) {
+    if constexpr (kCodec == GpuCodec::kInt6) {
       const uint32_t lo = platform::LoadShared32(row + 4 * tid);
       const uint32_t hi = platform::LoadShared16Bits(row + kHighOffset + 2 * tid);
 #pragma unroll
@@ -261,13 +286,6 @@ struct IntCodec {
       const uint32_t hi = platform::LoadShared8Bits(row + kHighOffset + tid);
 #pragma unroll
       for (int j = 0; j < 8; ++j) u[j] = ((lo >> (2 * j)) & 3u) | (((hi >> j) & 1u) << 2);
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      // (float)(u - Q), exactly: u < 2^22 fills the magic constant's zero
-      // low bits, and kMagic + kQ is exact in fp32.
-      const float k = platform::AddRn(__uint_as_float(kMagicBits | u[j]), -(kMagic + kQ));
-      v[j] = platform::MulRn(k, d);
     }
   }
 

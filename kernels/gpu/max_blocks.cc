@@ -8,7 +8,8 @@ namespace qr::kernels {
 
 StatusOr<int> DefaultMaxBlocks(int device) {
   QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(device));
-  return sms * kTwoShotBlocksPerSm;
+  const int blocks = sms * kTwoShotBlocksPerSm;
+  return blocks < kTwoShotMaxLayoutBlocks ? blocks : kTwoShotMaxLayoutBlocks;
 }
 
 }  // namespace qr::kernels

@@ -9,7 +9,8 @@
 
 namespace qr::kernels {
 
-// Multiprocessors x kTwoShotBlocksPerSm. kInternal/kUnavailable when the device cannot be queried.
+// Multiprocessors x kTwoShotBlocksPerSm, at most kTwoShotMaxLayoutBlocks.
+// kInternal/kUnavailable when the device cannot be queried.
 [[nodiscard]] StatusOr<int> DefaultMaxBlocks(int device);
 
 }  // namespace qr::kernels

@@ -31,11 +31,16 @@ inline constexpr size_t kTwoShotSlotBytes = kTwoShotTileBytes;
 // Blocks per multiprocessor the layout has slots for. A launch uses at most
 // as many blocks as stay resident for its kernel (occupancy query), so a
 // kernel that fits fewer per multiprocessor never waits on a block that
-// cannot start.
-inline constexpr int kTwoShotBlocksPerSm = 3;
+// cannot start. Four resident blocks (32 warps) hide more of the integer
+// codecs' latency than three: INT4 at 64 MiB on H200 went from 96.5 to 89.0
+// us (docs/performance.md).
+inline constexpr int kTwoShotBlocksPerSm = 4;
+// The layout's blocks at most, whatever the multiprocessor count, so that the
+// buffer stays under 100 MiB (H200: 132 x 4 = 528 blocks, 82 MiB).
+inline constexpr int kTwoShotMaxLayoutBlocks = 608;
 // Blocks per multiprocessor every two-shot kernel is compiled to fit
-// (__launch_bounds__: at most 128 registers per thread).
-inline constexpr int kTwoShotMinBlocksPerSm = 2;
+// (__launch_bounds__: at most 64 registers per thread; none spills).
+inline constexpr int kTwoShotMinBlocksPerSm = 4;
 // Blocks per multiprocessor the FP codec's two-shot launches use at most
 // when they convert nothing (fp16, plain bf16).
 inline constexpr int kTwoShotFpBlocksPerSm = 2;

@@ -78,6 +78,34 @@ QR_DEVICE_INLINE uint32_t FloatsToBf16x2Rn(float lo, float hi) {
 #endif
 }
 
+// Lane-wise maximum of two pairs of unsigned 16-bit integers.
+QR_DEVICE_INLINE uint32_t MaxU16x2(uint32_t a, uint32_t b) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  const uint32_t lo = max(a & 0xffffu, b & 0xffffu);
+  const uint32_t hi = max(a >> 16, b >> 16);
+  return lo | (hi << 16);
+#endif
+}
+
+// Byte k of the result is byte (selector >> 4k) & 7 of the 8 bytes
+// {a (bytes 0-3), b (bytes 4-7)} (CUDA's __byte_perm without sign modes).
+QR_DEVICE_INLINE uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t selector) {
+#if QR_PLATFORM_CUDA
+  return __byte_perm(a, b, selector);
+#else
+  const uint64_t both = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    r |= static_cast<uint32_t>((both >> (8 * ((selector >> (4 * k)) & 7u))) & 0xffu) << (8 * k);
+  }
+  return r;
+#endif
+}
+
 // Round to nearest integer, ties to even (rintf).
 QR_DEVICE_INLINE float RintRn(float x) { return rintf(x); }
 
