@@ -239,9 +239,9 @@ struct IntCodec {
     const float d =
         platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
     // c[j] = the bits of kMagic + u_j: u_j < 2^22 fills the magic
-    // constant's zero low bits. INT8 and INT4 codes sit in (or are masked
-    // into) whole bytes, which one byte permutation moves under the magic
-    // constant's upper bytes (selector: code byte, then bytes 5-7 of it).
+    // constant's zero low bits. With the codes one per byte, one byte
+    // permutation per value moves a code under the magic constant's upper
+    // bytes (selector: code byte, then bytes 5-7, i.e. 1-3 of kMagicBits).
     uint32_t c[8];
     if constexpr (kCodec == GpuCodec::kInt8) {
       uint32_t lo, hi;
@@ -251,20 +251,14 @@ struct IntCodec {
         c[j] = platform::BytePerm(lo, kMagicBits, 0x7650u + j);
         c[j + 4] = platform::BytePerm(hi, kMagicBits, 0x7650u + j);
       }
-    } else if constexpr (kCodec == GpuCodec::kInt4) {
-      const uint32_t w = platform::LoadShared32(row + 4 * tid);
-      const uint32_t even = w & 0x0F0F0F0Fu;         // codes 0, 2, 4, 6
-      const uint32_t odd = (w >> 4) & 0x0F0F0F0Fu;   // codes 1, 3, 5, 7
+    } else {
+      uint32_t even, odd;  // byte k: code 2k, code 2k + 1
+      CodesByByte(row, tid, even, odd);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         c[2 * j] = platform::BytePerm(even, kMagicBits, 0x7650u + j);
         c[2 * j + 1] = platform::BytePerm(odd, kMagicBits, 0x7650u + j);
       }
-    } else {
-      uint32_t u[8];
-      DecodeCodes(row, tid, u);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) c[j] = kMagicBits | u[j];
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -274,18 +268,39 @@ struct IntCodec {
     }
   }
 
-  // The unsigned codes of the INT6 and INT3 atoms (a low and a high plane).
-  QR_DEVICE_INLINE static void DecodeCodes(const char* row, int tid, uint32_t (&u)[8]) {
-    if constexpr (kCodec == GpuCodec::kInt6) {
+  // Nibble k of x (bits 0-15) into byte k.
+  QR_DEVICE_INLINE static uint32_t NibblesToBytes(uint32_t x) {
+    x = (x | (x << 8)) & 0x00FF00FFu;
+    return (x | (x << 4)) & 0x0F0F0F0Fu;
+  }
+
+  // Bit 2k of x (bits 0-7) into bit 2 of byte k: the four partial products
+  // of the multiply shift bit 2k by 6k + 2; the other products land on bits
+  // that no target uses, and their carries only reach odd bits.
+  QR_DEVICE_INLINE static uint32_t EvenBitsToByteBit2(uint32_t x) {
+    return ((x & 0x55u) * 0x00104104u) & 0x04040404u;
+  }
+
+  // The atom's INT4/INT6/INT3 codes, one per byte: `even` holds codes 0, 2,
+  // 4, 6 and `odd` codes 1, 3, 5, 7 (kernels/codec.h's planes: INT4 nibble j
+  // = code j; INT6 nibble j low bits, 2-bit field j high bits; INT3 2-bit
+  // field j low bits, bit j high bit).
+  QR_DEVICE_INLINE static void CodesByByte(const char* row, int tid, uint32_t& even,
+                                           uint32_t& odd) {
+    if constexpr (kCodec == GpuCodec::kInt4) {
+      const uint32_t w = platform::LoadShared32(row + 4 * tid);
+      even = w & 0x0F0F0F0Fu;
+      odd = (w >> 4) & 0x0F0F0F0Fu;
+    } else if constexpr (kCodec == GpuCodec::kInt6) {
       const uint32_t lo = platform::LoadShared32(row + 4 * tid);
       const uint32_t hi = platform::LoadShared16Bits(row + kHighOffset + 2 * tid);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) u[j] = ((lo >> (4 * j)) & 15u) | (((hi >> (2 * j)) & 3u) << 4);
+      even = (lo & 0x0F0F0F0Fu) | (NibblesToBytes(hi & 0x3333u) << 4);
+      odd = ((lo >> 4) & 0x0F0F0F0Fu) | (NibblesToBytes((hi >> 2) & 0x3333u) << 4);
     } else {
       const uint32_t lo = platform::LoadShared16Bits(row + 2 * tid);
       const uint32_t hi = platform::LoadShared8Bits(row + kHighOffset + tid);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) u[j] = ((lo >> (2 * j)) & 3u) | (((hi >> j) & 1u) << 2);
+      even = NibblesToBytes(lo & 0x3333u) | EvenBitsToByteBit2(hi);
+      odd = NibblesToBytes((lo >> 2) & 0x3333u) | EvenBitsToByteBit2(hi >> 1);
     }
   }
 

@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
   // that the next tile's phase 1 can go out before this tile's phase 2 has
   // arrived and its transfer overlaps the wait (C::kOverlapNextTile; else
   // send1(i+1) comes after decode(i), which only adds ordering). Per tile i a
-  // rank does: wait1(i), reduce(i), send2(i), send1(i+1), wait2(i), decode(i). Row
+  // rank does: wait1(i), reduce(i), send2(i), send1(i+1), flag2(i) and
+  // flag1(i+1) under one fence, wait2(i), decode(i). Row
   // parity(i) is written again only for tile i + 2, when every peer is done
   // with it: we send1(i+2) after wait1(i+1), and a peer raises flag1(i+1)
   // after reduce(i) and wait1(i); we send2(i+2) after wait1(i+2), and a peer
@@ -54,6 +55,7 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
   auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTwoShotSlotBytes; };
 
   // Phase 1 of `tile`: segment r goes to rank r, row slot (block, my rank).
+  // The caller raises the flags.
   auto phase1 = [&](int tile, uint32_t colour) {
     const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
     // Atoms past the end read as zero (sizes are whole atoms).
@@ -71,12 +73,12 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
       C::Encode(seg, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kSegWireBytes, tid,
                 stage);
     }
-    SignalAll<kWs>(p.flags1, row(colour), colour, p);
   };
 
   uint32_t colour = p.colours[blockIdx.x] + 1;
   int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
   phase1(tile, colour);
+  SignalAll<kWs>(p.flags1, row(colour), colour, p);
   for (; tile < p.num_tiles; tile += gridDim.x) {
     const uint32_t c = colour;
     if (!WaitAll<kWs>(flags(p.flags1, c), c, p)) return;
@@ -106,11 +108,16 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
       dst2[r] = p.buffers[r] + p.data2 + slot(c) + p.rank * C::kSegWireBytes;
     }
     C::template EncodeToAll<kWs>(reduced, dst2, tid, stage);
-    SignalAll<kWs>(p.flags2, row(c), c, p);
 
-    // The next tile's phase 1 goes out while this tile's phase 2 arrives.
+    // The next tile's phase 1 goes out while this tile's phase 2 arrives,
+    // and one fence publishes both.
     const bool more = tile + static_cast<int>(gridDim.x) < p.num_tiles;
-    if (C::kOverlapNextTile && more) phase1(tile + gridDim.x, ++colour);
+    if (C::kOverlapNextTile && more) {
+      phase1(tile + gridDim.x, ++colour);
+      SignalAllTwice<kWs>(p.flags2, row(c), c, p.flags1, row(colour), colour, p);
+    } else {
+      SignalAll<kWs>(p.flags2, row(c), c, p);
+    }
 
     if (!WaitAll<kWs>(flags(p.flags2, c), c, p)) return;
     const char* my_data2 = p.buffers[p.rank] + p.data2 + slot(c);
@@ -125,7 +132,10 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
         if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v[k]));
       }
     }
-    if (!C::kOverlapNextTile && more) phase1(tile + gridDim.x, ++colour);
+    if (!C::kOverlapNextTile && more) {
+      phase1(tile + gridDim.x, ++colour);
+      SignalAll<kWs>(p.flags1, row(colour), colour, p);
+    }
   }
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
