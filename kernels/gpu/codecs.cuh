@@ -134,14 +134,15 @@ struct IntCodec {
     const float e = platform::DivRn(1.0f, d);
     // rint(v) for |v| < 2^22 is (v + 1.5 * 2^23) rounded to nearest even,
     // whose low bits hold the integer: no conversion instructions needed.
-    // Symmetric range (kernels/codec.h): codes span [1, 2Q-1].
+    // Symmetric range (kernels/codec.h): codes span [1, 2Q-1]; the bias Q
+    // is folded into the subtraction of the magic constant.
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint16_t x = static_cast<uint16_t>(raw.w[j / 2] >> (16 * (j % 2)));
       const float v = platform::MulRn(ToFloat<kBf16>(x), e);  // |v| <= Q
-      int k = static_cast<int>(__float_as_uint(platform::AddRn(v, kMagic)) - kMagicBits);
-      k = k < 1 - kQ ? 1 - kQ : (k > kQ - 1 ? kQ - 1 : k);
-      u[j] = static_cast<uint32_t>(k + kQ);
+      int k = static_cast<int>(__float_as_uint(platform::AddRn(v, kMagic)) - (kMagicBits - kQ));
+      k = k < 1 ? 1 : (k > 2 * kQ - 1 ? 2 * kQ - 1 : k);
+      u[j] = static_cast<uint32_t>(k);
     }
   }
 

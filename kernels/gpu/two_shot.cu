@@ -296,12 +296,12 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
   // every rank the same grid.
   QR_ASSIGN_OR_RETURN(const Residency res, ResidentBlocks(fn, threads));
   int per_sm = res.per_sm;
-  // FP without conversions is pure data movement and two blocks per
-  // multiprocessor already fill the link; a third floods it (fp16 at >= 64
-  // MiB became 10x slower on H200, docs/performance.md). Codecs that compute
-  // (quantized, or the bf16 cast) gain from the third.
-  if (!one_shot && a.codec == GpuCodec::kFp && a.elem != GpuElem::kBf16Cast &&
-      per_sm > kTwoShotFpBlocksPerSm) {
+  // FP is data movement and two blocks per multiprocessor already fill the
+  // link; more flood it (fp16 at >= 64 MiB became 10x slower on H200 with
+  // three, and bf16-cast FP, which took four, ran 1.1-3.7x slower in whole
+  // cells at >= 256 MiB; docs/performance.md). The integer codecs compute
+  // and gain from every resident block.
+  if (!one_shot && a.codec == GpuCodec::kFp && per_sm > kTwoShotFpBlocksPerSm) {
     per_sm = kTwoShotFpBlocksPerSm;
   }
   const int cap = per_sm * res.sms < a.max_blocks ? per_sm * res.sms : a.max_blocks;

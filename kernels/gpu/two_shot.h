@@ -41,8 +41,7 @@ inline constexpr int kTwoShotMaxLayoutBlocks = 608;
 // Blocks per multiprocessor every two-shot kernel is compiled to fit
 // (__launch_bounds__: at most 64 registers per thread; none spills).
 inline constexpr int kTwoShotMinBlocksPerSm = 4;
-// Blocks per multiprocessor the FP codec's two-shot launches use at most
-// when they convert nothing (fp16, plain bf16).
+// Blocks per multiprocessor the FP codec's two-shot launches use at most.
 inline constexpr int kTwoShotFpBlocksPerSm = 2;
 // One-shot (kernels/one_shot_reference.h): bytes of one phase of a rank's
 // one-shot region (world_size sources of up to kGpuOneShotRegionBytes / ws
