@@ -8,6 +8,9 @@
 #   QR_PROFILE_SIZES=67108864 QR_PROFILE_REGIMES=FP,INT4 QR_PROFILE_DTYPES=fp16 \
 #   QR_PROFILE_SECTIONS="SpeedOfLight WarpStateStats" bash tools/gpu/profile.sh
 # Writes $OUT/profile.log (ncu's report) and profile-rank1.log.
+# Caveat (docs/performance.md, "Profiles"): ncu's per-launch work delays rank
+# 0, so the profiled kernels mostly wait for rank 1 and the counters show the
+# wait loop; use it for what a kernel does while waiting, not for its speed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-gpu-out}"
