@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/backend.h"
 #include "comm/config.h"
@@ -77,6 +78,21 @@ bool Overlap(const void* a, const void* b, size_t bytes) {
   return x < y + bytes && y < x + bytes;
 }
 
+// Every member published its one-shot ceiling (JoinParams::agreed); every
+// member runs this check on the same slots, so all of them refuse together.
+Status CheckOneShotCeilings(const std::vector<ipc::MemberInfo>& members, uint64_t mine,
+                            int my_rank) {
+  for (const ipc::MemberInfo& m : members) {
+    if (m.agreed == mine) continue;
+    return InvalidArgumentError(
+        "rank " + std::to_string(m.rank) + " runs one-shot up to " + std::to_string(m.agreed) +
+        " bytes and rank " + std::to_string(my_rank) + " up to " + std::to_string(mine) +
+        ": QR_ONE_SHOT_MAX_KB must be the same on every rank (unset everywhere for the "
+        "built-in ceiling)");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& options) {
@@ -100,6 +116,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   p.world_size = options.world_size;
   p.device_id = impl->backend->device_id();
   p.buffer_bytes = impl->backend->buffer_bytes();
+  p.agreed = OneShotCeilingBytes(impl->config, options.world_size);
   p.timeout = join_timeout;
   QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
   QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
@@ -108,6 +125,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   Status s = impl->backend->Allocate(*impl->group);
   if (s.ok())
     s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
+  if (s.ok()) s = CheckOneShotCeilings(impl->group->Members(), p.agreed, options.rank);
   if (s.ok()) {
     s = impl->backend->Connect(impl->group->Members(), *impl->group);
     if (!s.ok()) {

@@ -103,12 +103,16 @@ int64_t DefaultOneShotMaxBytes(int world_size) {
   return ws < 0 ? 0 : kOneShotMaxKiB[ws] * kKiB;
 }
 
-Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size) {
-  if (WorldSizeIndex(world_size) < 0) return Algorithm::kTwoShot;
+uint64_t OneShotCeilingBytes(const Config& config, int world_size) {
+  if (WorldSizeIndex(world_size) < 0) return 0;
   const int64_t ceiling = config.one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(world_size));
   // What one source's part of the one-shot receive region holds.
   const int64_t region = kernels::OneShotMaxElems(world_size) * 2;
-  const uint64_t max = static_cast<uint64_t>(std::max<int64_t>(0, std::min(ceiling, region)));
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::min(ceiling, region)));
+}
+
+Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size) {
+  const uint64_t max = OneShotCeilingBytes(config, world_size);
   return bytes > 0 && bytes <= max ? Algorithm::kOneShot : Algorithm::kTwoShot;
 }
 

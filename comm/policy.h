@@ -46,11 +46,16 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
 // (comm/policy.cc says which are measured); 0 for other world sizes.
 int64_t DefaultOneShotMaxBytes(int world_size);
 
-// How a call that ShouldAllReduce took travels: kOneShot when bytes <= the
-// one-shot ceiling (QR_ONE_SHOT_MAX_KB if set, else DefaultOneShotMaxBytes),
-// capped by what the one-shot region holds (kernels/one_shot_reference.h
-// OneShotMaxElems), else kTwoShot. Every rank computes the same answer from
-// the same inputs, as for the codec.
+// The largest message (bytes) that runs one-shot: QR_ONE_SHOT_MAX_KB if set,
+// else DefaultOneShotMaxBytes, capped by what the one-shot region holds
+// (kernels/one_shot_reference.h OneShotMaxElems); 0 = never. Ranks that
+// disagree on it would run different algorithms for one call, so
+// Communicator::Join refuses a group whose members differ.
+uint64_t OneShotCeilingBytes(const Config& config, int world_size);
+
+// How a call that ShouldAllReduce took travels: kOneShot when 0 < bytes <=
+// OneShotCeilingBytes, else kTwoShot. Every rank computes the same answer
+// from the same inputs, as for the codec.
 Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size);
 
 // The codec a call of `bytes` bytes runs with under `regime` (not kNone):

@@ -229,6 +229,23 @@ TEST(PolicyTest, OneShotCeilingIsClampedToTheRegion) {
   }
 }
 
+// The ceiling the members of a group compare at join (Communicator::Join):
+// what ChooseAlgorithm uses, after the override and the region clamp.
+TEST(PolicyTest, OneShotCeilingBytesIsWhatChooseAlgorithmUses) {
+  Config c = ConfigFor(Regime::kFp, true);
+  for (int ws : {2, 4, 8}) {
+    EXPECT_EQ(OneShotCeilingBytes(c, ws), static_cast<uint64_t>(DefaultOneShotMaxBytes(ws))) << ws;
+  }
+  EXPECT_EQ(OneShotCeilingBytes(c, 2), 4u << 20);
+  c.one_shot_max_bytes = 64 << 10;
+  EXPECT_EQ(OneShotCeilingBytes(c, 4), 64u << 10);
+  c.one_shot_max_bytes = 0;
+  EXPECT_EQ(OneShotCeilingBytes(c, 8), 0u);
+  c.one_shot_max_bytes = int64_t{1} << 40;
+  EXPECT_EQ(OneShotCeilingBytes(c, 2), static_cast<uint64_t>(kernels::OneShotMaxElems(2)) * 2);
+  for (int ws : {0, 3, 16}) EXPECT_EQ(OneShotCeilingBytes(c, ws), 0u) << ws;
+}
+
 // The choice depends on size and world size only: dtype, regime and the cast
 // do not enter (one-shot is exact whatever the codec).
 TEST(PolicyTest, AlgorithmIgnoresRegimeAndCast) {

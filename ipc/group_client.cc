@@ -120,6 +120,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   slot->pid = ::getpid();
   CopyField(slot->device_id, sizeof(slot->device_id), p.device_id);
   slot->buffer_bytes = p.buffer_bytes;
+  slot->agreed = p.agreed;
   return m;
 }
 
@@ -194,6 +195,7 @@ std::vector<MemberInfo> GroupMembership::Members() const {
     info.kind = static_cast<BlobKind>(s->kind);
     std::memcpy(info.blob.data(), s->blob, kBlobBytes);
     info.buffer_bytes = s->buffer_bytes;
+    info.agreed = s->agreed;
     out.push_back(std::move(info));
   }
   return out;

@@ -71,6 +71,7 @@ struct MemberInfo {
   BlobKind kind = BlobKind::kNone;
   std::array<uint8_t, kBlobBytes> blob{};
   uint64_t buffer_bytes = 0;
+  uint64_t agreed = 0;  // JoinParams::agreed of that member
 };
 
 struct JoinParams {
@@ -84,6 +85,9 @@ struct JoinParams {
   // host backend. Two members of one group may not name the same GPU.
   std::string device_id;
   uint64_t buffer_bytes = 0;  // geometry: must match across members
+  // Published in the slot for the caller to compare across members once the
+  // group is READY (Members()); the broker does not look at it.
+  uint64_t agreed = 0;
   // How long Join + PublishAndWaitReady may wait for the other ranks.
   std::chrono::milliseconds timeout{60000};
   // Start qr-broker when none answers. The binary is $QR_BROKER_BIN, else

@@ -86,6 +86,9 @@ struct MemberSlot {
   uint64_t bytes[kMaxCounters];    // atomic, per counter
   uint64_t last_progress_unix_ms;  // atomic
   char abort_reason[128];          // written before the member raises abort
+  // A word every member must publish equal; the clients compare it once the
+  // group is READY (comm/ puts the largest one-shot message there).
+  uint64_t agreed;
 };
 
 static_assert(std::is_trivially_copyable_v<SegmentHeader>);

@@ -78,14 +78,12 @@ int SweepWorker(const WorkerArgs& a) {
   return failures == 0 ? 0 : 1;
 }
 
-// Ranks disagree on the size (or, with --same_size=1, on the algorithm
-// because their QR_ONE_SHOT_MAX_KB differ): the host backend must notice and
-// fail the group rather than mix data or wait for QR_OP_TIMEOUT_MS, on every
-// rank.
+// Ranks disagree on the size: the host backend must notice and fail the
+// group rather than mix data or wait for QR_OP_TIMEOUT_MS, on every rank.
 int MismatchWorker(const WorkerArgs& a) {
   auto comm = Communicator::Join(OptionsOf(a));
   if (!comm.ok()) return 2;
-  const size_t n = a.GetInt("same_size") ? 4096 : 4096 * (a.rank() + 1);
+  const size_t n = 4096 * (a.rank() + 1);
   std::vector<uint16_t> in(n, 0), out(in.size());
   const auto t0 = std::chrono::steady_clock::now();
   Status s =
@@ -101,6 +99,30 @@ int MismatchWorker(const WorkerArgs& a) {
   }
   if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 6;
   return (*comm)->Leave().ok() ? 0 : 5;
+}
+
+// Ranks whose QR_ONE_SHOT_MAX_KB differ would run different algorithms for
+// the same call: every rank's join must refuse, naming the variable, at
+// once (not at the join or op timeout).
+int CeilingMismatchWorker(const WorkerArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto comm = Communicator::Join(OptionsOf(a));
+  if (comm.ok()) {
+    std::fprintf(stderr, "rank %d: join succeeded\n", a.rank());
+    return 1;
+  }
+  const Status& s = comm.status();
+  if (s.code() != StatusCode::kInvalidArgument ||
+      s.message().find("QR_ONE_SHOT_MAX_KB") == std::string::npos) {
+    std::fprintf(stderr, "rank %d: want INVALID_ARGUMENT naming QR_ONE_SHOT_MAX_KB, got %s\n",
+                 a.rank(), s.ToString().c_str());
+    return 3;
+  }
+  if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+    std::fprintf(stderr, "rank %d: the refusal took until a timeout\n", a.rank());
+    return 7;
+  }
+  return 0;
 }
 
 class AllReduceTest : public E2eTest {
@@ -221,12 +243,12 @@ TEST_F(AllReduceTest, OneShotInterleavedWithTwoShotWs8) { RunOneShotSweep(8); }
 
 TEST_F(AllReduceTest, MismatchedSizesFailEveryRank) { RunWorkers("mismatch", 2); }
 
-// Rank 0 runs 8 KiB two-shot, the others one-shot.
-TEST_F(AllReduceTest, RanksDisagreeingOnTheAlgorithmFailEveryRank) {
-  const std::string group = UniqueGroup("algorithm-mismatch");
+// Rank 0 would run 8 KiB two-shot, the others one-shot.
+TEST_F(AllReduceTest, RanksDisagreeingOnTheOneShotCeilingAreRefusedAtJoin) {
+  const std::string group = UniqueGroup("ceiling-mismatch");
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r) {
-    pids.push_back(SpawnWorker("mismatch", group, r, 4, {{"same_size", "1"}},
+    pids.push_back(SpawnWorker("ceiling-mismatch", group, r, 4, {},
                                r == 0 ? std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"}
                                       : std::vector<std::string>{}));
   }
@@ -240,5 +262,7 @@ TEST_F(AllReduceTest, RanksDisagreeingOnTheAlgorithmFailEveryRank) {
 int main(int argc, char** argv) {
   return qr::testing::E2eMain(
       argc, argv,
-      {{"sweep", &qr::testing::SweepWorker}, {"mismatch", &qr::testing::MismatchWorker}});
+      {{"sweep", &qr::testing::SweepWorker},
+       {"mismatch", &qr::testing::MismatchWorker},
+       {"ceiling-mismatch", &qr::testing::CeilingMismatchWorker}});
 }
