@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/gpu/code_planes.h"
 #include "kernels/gpu/two_shot_device.cuh"
 
 namespace qr::kernels::gpu {
@@ -152,25 +153,9 @@ struct IntCodec {
                               0x5410u);
   }
 
-  // Byte k of x (each < 16) into nibble k of the result (the inverse of
-  // NibblesToBytes).
-  QR_DEVICE_INLINE static uint32_t BytesToNibbles(uint32_t x) {
-    x = (x | (x >> 4)) & 0x00FF00FFu;
-    return (x | (x >> 8)) & 0x0000FFFFu;
-  }
-
-  // Bit 0 of byte k of x into bit 2k (the inverse of EvenBitsToByteBit2 up
-  // to the shift): the partial products move bit 8k to 18 + 2k; the others
-  // land on no bit in 18..24 and carry only into odd bits.
-  QR_DEVICE_INLINE static uint32_t ByteBit0ToEvenBits(uint32_t x) {
-    return ((x * 0x00041041u) >> 18) & 0x55u;
-  }
-
   // Writes this lane's atom (codes, high plane, and its block's scale from
   // the block's first lane) into `stage`, a shared-memory copy of the row.
-  // The planes are built from the codes as bytes (codes 2k and 2k + 1 in
-  // byte k of `even` and `odd`), a few operations per word instead of a
-  // shift and an or per code.
+  // The planes are built from the codes as bytes (code_planes.h).
   QR_DEVICE_INLINE static void StageAtom(const Vec16& raw, char* stage, int tid) {
     const uint32_t scale = BlockScale(raw);
     uint32_t u[8];
@@ -181,23 +166,17 @@ struct IntCodec {
       w.y = CodeBytes(u[4], u[5], u[6], u[7]);
       *reinterpret_cast<uint2*>(stage + 8 * tid) = w;
     } else {
-      const uint32_t even = CodeBytes(u[0], u[2], u[4], u[6]);
-      const uint32_t odd = CodeBytes(u[1], u[3], u[5], u[7]);
+      const CodePlanes planes = CodeBytesToPlanes<kCodec>(CodeBytes(u[0], u[2], u[4], u[6]),
+                                                          CodeBytes(u[1], u[3], u[5], u[7]));
       if constexpr (kCodec == GpuCodec::kInt4) {
-        *reinterpret_cast<uint32_t*>(stage + 4 * tid) = even | (odd << 4);
+        *reinterpret_cast<uint32_t*>(stage + 4 * tid) = planes.lo;
       } else if constexpr (kCodec == GpuCodec::kInt6) {
-        const uint32_t lo = (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
-        const uint32_t hi = BytesToNibbles((even >> 4) & 0x03030303u) |
-                            (BytesToNibbles((odd >> 4) & 0x03030303u) << 2);
-        *reinterpret_cast<uint32_t*>(stage + 4 * tid) = lo;
-        *reinterpret_cast<uint16_t*>(stage + kHighOffset + 2 * tid) = static_cast<uint16_t>(hi);
+        *reinterpret_cast<uint32_t*>(stage + 4 * tid) = planes.lo;
+        *reinterpret_cast<uint16_t*>(stage + kHighOffset + 2 * tid) =
+            static_cast<uint16_t>(planes.hi);
       } else {
-        const uint32_t lo = BytesToNibbles(even & 0x03030303u) |
-                            (BytesToNibbles(odd & 0x03030303u) << 2);
-        const uint32_t hi = ByteBit0ToEvenBits((even >> 2) & 0x01010101u) |
-                            (ByteBit0ToEvenBits((odd >> 2) & 0x01010101u) << 1);
-        *reinterpret_cast<uint16_t*>(stage + 2 * tid) = static_cast<uint16_t>(lo);
-        *reinterpret_cast<uint8_t*>(stage + kHighOffset + tid) = static_cast<uint8_t>(hi);
+        *reinterpret_cast<uint16_t*>(stage + 2 * tid) = static_cast<uint16_t>(planes.lo);
+        *reinterpret_cast<uint8_t*>(stage + kHighOffset + tid) = static_cast<uint8_t>(planes.hi);
       }
     }
     if (tid % 4 == 0) {
@@ -288,39 +267,18 @@ struct IntCodec {
     }
   }
 
-  // Nibble k of x (bits 0-15) into byte k.
-  QR_DEVICE_INLINE static uint32_t NibblesToBytes(uint32_t x) {
-    x = (x | (x << 8)) & 0x00FF00FFu;
-    return (x | (x << 4)) & 0x0F0F0F0Fu;
-  }
-
-  // Bit 2k of x (bits 0-7) into bit 2 of byte k: the four partial products
-  // of the multiply shift bit 2k by 6k + 2; the other products land on bits
-  // that no target uses, and their carries only reach odd bits.
-  QR_DEVICE_INLINE static uint32_t EvenBitsToByteBit2(uint32_t x) {
-    return ((x & 0x55u) * 0x00104104u) & 0x04040404u;
-  }
-
-  // The atom's INT4/INT6/INT3 codes, one per byte: `even` holds codes 0, 2,
-  // 4, 6 and `odd` codes 1, 3, 5, 7 (kernels/codec.h's planes: INT4 nibble j
-  // = code j; INT6 nibble j low bits, 2-bit field j high bits; INT3 2-bit
-  // field j low bits, bit j high bit).
+  // The atom's INT4/INT6/INT3 codes as bytes (code_planes.h).
   QR_DEVICE_INLINE static void CodesByByte(const char* row, int tid, uint32_t& even,
                                            uint32_t& odd) {
     if constexpr (kCodec == GpuCodec::kInt4) {
-      const uint32_t w = platform::LoadShared32(row + 4 * tid);
-      even = w & 0x0F0F0F0Fu;
-      odd = (w >> 4) & 0x0F0F0F0Fu;
+      PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid), 0, even, odd);
     } else if constexpr (kCodec == GpuCodec::kInt6) {
-      const uint32_t lo = platform::LoadShared32(row + 4 * tid);
-      const uint32_t hi = platform::LoadShared16Bits(row + kHighOffset + 2 * tid);
-      even = (lo & 0x0F0F0F0Fu) | (NibblesToBytes(hi & 0x3333u) << 4);
-      odd = ((lo >> 4) & 0x0F0F0F0Fu) | (NibblesToBytes((hi >> 2) & 0x3333u) << 4);
+      PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid),
+                                platform::LoadShared16Bits(row + kHighOffset + 2 * tid), even,
+                                odd);
     } else {
-      const uint32_t lo = platform::LoadShared16Bits(row + 2 * tid);
-      const uint32_t hi = platform::LoadShared8Bits(row + kHighOffset + tid);
-      even = NibblesToBytes(lo & 0x3333u) | EvenBitsToByteBit2(hi);
-      odd = NibblesToBytes((lo >> 2) & 0x3333u) | EvenBitsToByteBit2(hi >> 1);
+      PlanesToCodeBytes<kCodec>(platform::LoadShared16Bits(row + 2 * tid),
+                                platform::LoadShared8Bits(row + kHighOffset + tid), even, odd);
     }
   }
 
