@@ -1,8 +1,17 @@
 #include "common/syscall.h"
 
+#include <limits.h>
+#include <unistd.h>
+
 #include <cstring>
 
 namespace qr {
+
+std::string SelfExecutablePath() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
 
 Status ErrnoToStatus(int err, std::string_view what) {
   std::string message = std::string(what) + ": " + std::strerror(err);

@@ -30,6 +30,10 @@ auto RetryOnEintr(Fn&& fn) -> decltype(fn()) {
 // to kInternal.
 Status ErrnoToStatus(int err, std::string_view what);
 
+// The running executable's absolute path (/proc/self/exe); "" if it cannot
+// be read.
+std::string SelfExecutablePath();
+
 // Runs fn() with EINTR retries; -1 becomes ErrnoToStatus(errno, name).
 template <typename Fn>
 StatusOr<decltype(std::declval<Fn>()())> SysCall(std::string_view name, Fn&& fn) {

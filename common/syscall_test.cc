@@ -18,6 +18,14 @@ namespace {
 using ::qr::testing::StatusIs;
 using ::testing::HasSubstr;
 
+TEST(SyscallTest, SelfExecutablePathIsThisTest) {
+  const std::string path = SelfExecutablePath();
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(path.front(), '/');
+  EXPECT_EQ(path.substr(path.rfind('/') + 1), "syscall_test");
+  EXPECT_EQ(::access(path.c_str(), X_OK), 0);
+}
+
 TEST(SyscallTest, RetryOnEintrRetriesUntilOtherResult) {
   int calls = 0;
   int rc = RetryOnEintr([&] {

@@ -33,10 +33,8 @@ int MsUntil(Deadline deadline) {
 std::string BrokerBinary() {
   std::string bin = EnvString({"QR_BROKER_BIN"}, "");
   if (!bin.empty()) return bin;
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    std::string path(self, static_cast<size_t>(n));
+  const std::string path = SelfExecutablePath();
+  if (!path.empty()) {
     std::string candidate = path.substr(0, path.rfind('/') + 1) + "qr-broker";
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }

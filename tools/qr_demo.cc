@@ -28,6 +28,7 @@
 #include "comm/quickreduce.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/syscall.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "kernels/one_shot_reference.h"
@@ -155,12 +156,6 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     }
   }
   return true;
-}
-
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 // Under `bazel run` the broker is in the runfiles, not beside this binary:
@@ -505,5 +500,5 @@ int main(int argc, char** argv) {
   qr::Status log = qr::InitLogging("qr-demo", "warn");
   if (!log.ok()) std::fprintf(stderr, "qr-demo: %s\n", log.ToString().c_str());
   if (flags.worker_rank >= 0) return qr::demo::Work(flags);
-  return qr::demo::Launch(flags, qr::demo::SelfExe());
+  return qr::demo::Launch(flags, qr::SelfExecutablePath());
 }

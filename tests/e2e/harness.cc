@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/syscall.h"
+
 namespace qr::testing {
 namespace {
 
@@ -118,7 +120,7 @@ std::string E2eTest::UniqueGroup(const std::string& tag) { return tag + "-" + to
 pid_t E2eTest::SpawnWorker(const std::string& worker, const std::string& group, int rank,
                            int world_size, const std::map<std::string, std::string>& extra,
                            const std::vector<std::string>& env) {
-  std::vector<std::string> argv = {SelfExe(),
+  std::vector<std::string> argv = {SelfExecutablePath(),
                                    "--worker=" + worker,
                                    "--broker=" + BrokerBinary(),
                                    "--group=" + group,

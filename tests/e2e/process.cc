@@ -20,13 +20,6 @@ extern char** environ;
 
 namespace qr::testing {
 
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 std::string UniqueToken() {
   std::random_device rd;
   char buf[17];

@@ -14,9 +14,6 @@
 
 namespace qr::testing {
 
-// The running executable's path (/proc/self/exe resolved).
-std::string SelfExe();
-
 // fork+execv(argv[0], argv) with `env` ("NAME=value") added to this
 // environment. Returns the child's pid; kUnavailable/kInternal on failure.
 [[nodiscard]] StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
