@@ -28,6 +28,7 @@
 #include "comm/quickreduce.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
@@ -35,8 +36,6 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
 #include "tools/qr_demo_lib.h"
-
-extern char** environ;
 
 namespace qr::demo {
 namespace {
@@ -218,20 +217,13 @@ int Launch(const Flags& f, const std::string& self) {
     args.push_back(sizes);
     if (!regimes.empty()) args.insert(args.end(), {"--regimes", regimes});
     args.insert(args.end(), {"--dtypes", dtypes});
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      std::perror("qr-demo: fork");
+    StatusOr<pid_t> pid = Spawn(args);
+    if (!pid.ok()) {
+      std::fprintf(stderr, "qr-demo: starting worker %d: %s\n", r, pid.status().ToString().c_str());
       for (pid_t p : pids) ::kill(p, SIGKILL);
       return 2;
     }
-    if (pid == 0) {
-      ::execve(argv[0], argv.data(), environ);
-      _exit(127);
-    }
-    pids.push_back(pid);
+    pids.push_back(*pid);
   }
   int failed = 0;
   for (int r = 0; r < f.world_size; ++r) {

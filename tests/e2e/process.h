@@ -1,6 +1,6 @@
-// Child processes for end-to-end and GPU tests: fork+exec (never a bare
-// fork: a GPU process must not fork after initialising the runtime), bounded
-// waits for exit, and a broker started for one test and stopped after it.
+// Child processes for end-to-end and GPU tests, on top of
+// common/subprocess.h (Spawn, WaitExit): waits for several with a kill at the
+// deadline, and a broker started for one test and stopped after it.
 #ifndef QR_TESTS_E2E_PROCESS_H_
 #define QR_TESTS_E2E_PROCESS_H_
 
@@ -11,17 +11,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/subprocess.h"
 
 namespace qr::testing {
-
-// fork+execv(argv[0], argv) with `env` ("NAME=value") added to this
-// environment. Returns the child's pid; kUnavailable/kInternal on failure.
-[[nodiscard]] StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env = {});
-
-// Waits for `pid` to exit within `timeout`; returns its exit code (128+signal
-// when killed). kTimeout if still running (the child is left alone).
-[[nodiscard]] StatusOr<int> WaitExit(pid_t pid, std::chrono::milliseconds timeout);
 
 // Waits for all; kills (SIGKILL) and reaps the ones still running at the
 // deadline. Returns the exit codes in order (-1 for one killed here).
