@@ -25,6 +25,13 @@ uint16_t U16At(const std::vector<uint8_t>& w, int64_t off) {
   return static_cast<uint16_t>(w[off] | (w[off + 1] << 8));
 }
 
+TEST(CodecTest, CodecFromNameInvertsCodecName) {
+  for (Codec c : kAllCodecs) EXPECT_EQ(CodecFromName(CodecName(c)), c);
+  EXPECT_EQ(CodecFromName("INT5"), std::nullopt);
+  EXPECT_EQ(CodecFromName("int8"), std::nullopt);
+  EXPECT_EQ(CodecFromName(""), std::nullopt);
+}
+
 TEST(CodecTest, WireBudgetsPerThirtyTwoValues) {
   // Issue 3: INT8 <= 8.5, INT6 <= 6.5, INT4 <= 4.5, INT3 <= 3.5 bits/value.
   const double limits[] = {16, 8.5, 6.5, 4.5, 3.5};

@@ -7,6 +7,9 @@
 #ifndef QR_KERNELS_TYPES_H_
 #define QR_KERNELS_TYPES_H_
 
+#include <optional>
+#include <string_view>
+
 namespace qr {
 
 // Element type of the user's buffers: raw IEEE binary16 or bfloat16 bits.
@@ -41,6 +44,15 @@ constexpr const char* CodecName(Codec codec) {
     case Codec::kInt3: return "INT3";
   }
   return "?";
+}
+
+// The codec CodecName calls `name` ("FP", "INT8", ...); nullopt for any
+// other text.
+constexpr std::optional<Codec> CodecFromName(std::string_view name) {
+  for (Codec codec : kAllCodecs) {
+    if (name == CodecName(codec)) return codec;
+  }
+  return std::nullopt;
 }
 
 // "fp16" / "bf16"; "?" for an out-of-range value.

@@ -64,10 +64,7 @@ StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
 StatusOr<std::vector<Codec>> ParseRegimes(const std::string& text) {
   std::vector<Codec> out;
   for (const auto& s : SplitList(text)) {
-    std::optional<Codec> c;
-    for (Codec k : kAllCodecs) {
-      if (s == CodecName(k)) c = k;
-    }
+    const std::optional<Codec> c = CodecFromName(s);
     if (!c) return InvalidArgumentError("--regimes: '" + s + "' is not one of FP, INT8, INT6, INT4, INT3");
     AppendUnique(out, *c);
   }

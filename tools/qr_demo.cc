@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,9 +127,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (a == "--regimes") {
       f->regimes.clear();
       for (const std::string& item : SplitList(value)) {
-        const Codec* found = std::find_if(std::begin(kAllCodecs), std::end(kAllCodecs),
-                                          [&](Codec c) { return item == CodecName(c); });
-        if (found == std::end(kAllCodecs)) {
+        const std::optional<Codec> found = CodecFromName(item);
+        if (!found) {
           std::fprintf(stderr, "qr-demo: regime '%s' is not one of FP, INT8, INT6, INT4, INT3\n",
                        item.c_str());
           return false;

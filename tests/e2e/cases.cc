@@ -32,9 +32,7 @@ std::vector<Case> ParseCases(const std::string& text) {
     std::getline(parts, in_place, '.');
     std::getline(parts, count, '.');
     Case c;
-    for (Codec k : kAllCodecs) {
-      if (codec == CodecName(k)) c.codec = k;
-    }
+    c.codec = CodecFromName(codec).value_or(c.codec);
     c.dtype = dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16;
     c.cast = cast == "c";
     c.in_place = in_place == "i";
