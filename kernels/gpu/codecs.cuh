@@ -31,6 +31,11 @@ struct FpCodec {
   // FP is link bound: sending the next tile's phase 1 early only crowds the
   // link (5 % slower at >= 64 MiB on H200, docs/performance.md).
   static constexpr bool kOverlapNextTile = false;
+  // Instead, the next tile's input is loaded at the start of this one, so
+  // its memory latency hides behind the tile's two phases (two blocks per
+  // multiprocessor leave the registers for it).
+  static constexpr bool kPrefetchInput = true;
+  static constexpr int kMinBlocksPerSm = kTwoShotFpBlocksPerSm;
 
   QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid, char*) {
 #pragma unroll
@@ -98,6 +103,8 @@ struct IntCodec {
   // Compute bound: overlapping the next tile's phase 1 with this tile's
   // phase-2 wait gained 6-20 % at >= 64 MiB on H200.
   static constexpr bool kOverlapNextTile = true;
+  static constexpr bool kPrefetchInput = false;
+  static constexpr int kMinBlocksPerSm = kTwoShotMinBlocksPerSm;
   static_assert(kSegWireBytes <= kTwoShotStageBytes, "stage too small");
   static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   static constexpr uint32_t kMagicBits = 0x4B400000u;
@@ -123,51 +130,57 @@ struct IntCodec {
     return m;
   }
 
-  // Unsigned codes u_j (0 .. 2Q-1) of the atom's 8 values.
-  QR_DEVICE_INLINE static void Quantize(const Vec16& raw, uint32_t scale, uint32_t (&u)[8]) {
+  // The atom's unsigned codes u_j (1 .. 2Q-1), two per word in 16-bit lanes:
+  // pairs[i] = u_{PairLo(i)} | u_{PairHi(i)} << 16. INT8 pairs neighbours
+  // (its bytes are u_0..u_7 in order); the plane codecs pair even with even
+  // and odd with odd (code_planes.h takes the even and the odd codes).
+  QR_DEVICE_INLINE static constexpr int PairLo(int i) {
+    return kCodec == GpuCodec::kInt8 ? 2 * i : (i % 2) * 4 + i / 2;
+  }
+  QR_DEVICE_INLINE static constexpr int PairHi(int i) {
+    return PairLo(i) + (kCodec == GpuCodec::kInt8 ? 1 : 2);
+  }
+  QR_DEVICE_INLINE static void Quantize(const Vec16& raw, uint32_t scale, uint32_t (&pairs)[4]) {
     if (scale == 0 || scale >= kInf) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) u[j] = kQ;
+      for (int i = 0; i < 4; ++i) pairs[i] = kQ * 0x00010001u;
       return;
     }
     const float d =
         platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
     const float e = platform::DivRn(1.0f, d);
-    // rint(v) for |v| < 2^22 is (v + 1.5 * 2^23) rounded to nearest even,
-    // whose low bits hold the integer: no conversion instructions needed.
-    // Symmetric range (kernels/codec.h): codes span [1, 2Q-1]; the bias Q
-    // is folded into the subtraction of the magic constant.
+    // Q + rint(v) for |v| < 2^22 is the low bits of v + (1.5 * 2^23 + Q)
+    // rounded to nearest even (docs/codecs.md, "Equivalent forms"): |v| <= Q,
+    // so the low 16 bits are u before the clamp, 0 .. 2Q. Two codes share a
+    // word for the clamp to [1, 2Q-1] (kernels/codec.h's symmetric range).
+    uint32_t bits[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint16_t x = static_cast<uint16_t>(raw.w[j / 2] >> (16 * (j % 2)));
-      const float v = platform::MulRn(ToFloat<kBf16>(x), e);  // |v| <= Q
-      int k = static_cast<int>(__float_as_uint(platform::AddRn(v, kMagic)) - (kMagicBits - kQ));
-      k = k < 1 ? 1 : (k > 2 * kQ - 1 ? 2 * kQ - 1 : k);
-      u[j] = static_cast<uint32_t>(k);
+      const float v = platform::MulRn(ToFloat<kBf16>(x), e);
+      bits[j] = __float_as_uint(platform::AddRn(v, kMagic + kQ));
     }
-  }
-
-  // Four codes (each < 256) as bytes 0-3 of one word.
-  QR_DEVICE_INLINE static uint32_t CodeBytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    return platform::BytePerm(platform::BytePerm(a, b, 0x3340u), platform::BytePerm(c, d, 0x3340u),
-                              0x5410u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pairs[i] = platform::ClampU16x2(platform::BytePerm(bits[PairLo(i)], bits[PairHi(i)], 0x5410u),
+                                      0x00010001u, (2 * kQ - 1) * 0x00010001u);
+    }
   }
 
   // Writes this lane's atom (codes, high plane, and its block's scale from
   // the block's first lane) into `stage`, a shared-memory copy of the row.
-  // The planes are built from the codes as bytes (code_planes.h).
+  // The planes are built from the codes as bytes (code_planes.h); the low
+  // bytes of two code pairs are four codes as bytes.
   QR_DEVICE_INLINE static void StageAtom(const Vec16& raw, char* stage, int tid) {
     const uint32_t scale = BlockScale(raw);
-    uint32_t u[8];
-    Quantize(raw, scale, u);
+    uint32_t pairs[4];
+    Quantize(raw, scale, pairs);
+    const uint32_t bytes0 = platform::BytePerm(pairs[0], pairs[1], 0x6420u);
+    const uint32_t bytes1 = platform::BytePerm(pairs[2], pairs[3], 0x6420u);
     if constexpr (kCodec == GpuCodec::kInt8) {
-      uint2 w;
-      w.x = CodeBytes(u[0], u[1], u[2], u[3]);
-      w.y = CodeBytes(u[4], u[5], u[6], u[7]);
-      *reinterpret_cast<uint2*>(stage + 8 * tid) = w;
+      *reinterpret_cast<uint2*>(stage + 8 * tid) = make_uint2(bytes0, bytes1);
     } else {
-      const CodePlanes planes = CodeBytesToPlanes<kCodec>(CodeBytes(u[0], u[2], u[4], u[6]),
-                                                          CodeBytes(u[1], u[3], u[5], u[7]));
+      const CodePlanes planes = CodeBytesToPlanes<kCodec>(bytes0, bytes1);
       if constexpr (kCodec == GpuCodec::kInt4) {
         *reinterpret_cast<uint32_t*>(stage + 4 * tid) = planes.lo;
       } else if constexpr (kCodec == GpuCodec::kInt6) {

@@ -20,7 +20,8 @@ constexpr size_t kAtomStride = kTwoShotThreads * 16;  // bytes between a thread'
 
 // One block, persistent over tiles blockIdx.x, blockIdx.x + gridDim.x, ...
 template <GpuElem kElem, template <bool, int> class Codec, int kWs>
-__global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
+__global__ void __launch_bounds__(
+    kTwoShotThreads, (Codec<Elem<kElem>::kMathBf16, kTwoShotAtoms / kWs>::kMinBlocksPerSm))
     TwoShotKernel(KernelParams p) {
   constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank segment
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
@@ -54,22 +55,36 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
   };
   auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTwoShotSlotBytes; };
 
-  // Phase 1 of `tile`: segment r goes to rank r, row slot (block, my rank).
-  // The caller raises the flags.
-  auto phase1 = [&](int tile, uint32_t colour) {
+  // This thread's input atoms of `tile`; atoms past the end read as zero
+  // (sizes are whole atoms). A prefetch keeps them as stored (converting
+  // would wait for the loads), else they are converted at once (converting
+  // later kept more registers live: the bf16-cast INT6 kernel at world size
+  // 8 spilled).
+  auto load_input = [&](int tile, Vec16 (&atoms)[kTwoShotAtoms]) {
     const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
-    // Atoms past the end read as zero (sizes are whole atoms).
-    Vec16 atoms[kTwoShotAtoms];
 #pragma unroll
     for (int i = 0; i < kTwoShotAtoms; ++i) {
       const size_t off = base + i * kAtomStride;
-      atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
+      if constexpr (C::kPrefetchInput) {
+        atoms[i] = off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
+      } else {
+        atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
+      }
     }
+  };
+  auto work_atom = [&](const Vec16& atom) {
+    if constexpr (C::kPrefetchInput) return Elem<kElem>::In(atom);
+    return atom;
+  };
+
+  // Phase 1 of a tile whose input atoms are `atoms`: segment r goes to rank
+  // r, row slot (block, my rank). The caller raises the flags.
+  auto phase1 = [&](const Vec16 (&atoms)[kTwoShotAtoms], uint32_t colour) {
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       Vec16 seg[kA];
 #pragma unroll
-      for (int k = 0; k < kA; ++k) seg[k] = atoms[r * kA + k];
+      for (int k = 0; k < kA; ++k) seg[k] = work_atom(atoms[r * kA + k]);
       C::Encode(seg, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kSegWireBytes, tid,
                 stage);
     }
@@ -77,10 +92,14 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
 
   uint32_t colour = p.colours[blockIdx.x] + 1;
   int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
-  phase1(tile, colour);
+  Vec16 input[kTwoShotAtoms];
+  load_input(tile, input);
+  phase1(input, colour);
   SignalAll<kWs>(p.flags1, row(colour), colour, p);
   for (; tile < p.num_tiles; tile += gridDim.x) {
     const uint32_t c = colour;
+    const bool more = tile + static_cast<int>(gridDim.x) < p.num_tiles;
+    if (C::kPrefetchInput && more) load_input(tile + gridDim.x, input);
     if (!WaitAll<kWs>(flags(p.flags1, c), c, p)) return;
 
     // Reduce my segment in rank order 0..ws-1.
@@ -111,9 +130,9 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
 
     // The next tile's phase 1 goes out while this tile's phase 2 arrives,
     // and one fence publishes both.
-    const bool more = tile + static_cast<int>(gridDim.x) < p.num_tiles;
     if (C::kOverlapNextTile && more) {
-      phase1(tile + gridDim.x, ++colour);
+      load_input(tile + gridDim.x, input);
+      phase1(input, ++colour);
       SignalAllTwice<kWs>(p.flags2, row(c), c, p.flags1, row(colour), colour, p);
     } else {
       SignalAll<kWs>(p.flags2, row(c), c, p);
@@ -133,7 +152,8 @@ __global__ void __launch_bounds__(kTwoShotThreads, kTwoShotMinBlocksPerSm)
       }
     }
     if (!C::kOverlapNextTile && more) {
-      phase1(tile + gridDim.x, ++colour);
+      if (!C::kPrefetchInput) load_input(tile + gridDim.x, input);
+      phase1(input, ++colour);
       SignalAll<kWs>(p.flags1, row(colour), colour, p);
     }
   }
@@ -312,6 +332,13 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
 }
 
 }  // namespace
+
+const char* TwoShotTimingVariant() {
+  if (gpu::kVariantSkipsWaits && gpu::kVariantSkipsFences) return "bare";
+  if (gpu::kVariantSkipsWaits) return "no_waits";
+  if (gpu::kVariantSkipsFences) return "no_fences";
+  return "";
+}
 
 Status LaunchTwoShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/false); }
 Status LaunchOneShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/true); }

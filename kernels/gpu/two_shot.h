@@ -38,10 +38,12 @@ inline constexpr int kTwoShotBlocksPerSm = 4;
 // The layout's blocks at most, whatever the multiprocessor count, so that the
 // buffer stays under 100 MiB (H200: 132 x 4 = 528 blocks, 82 MiB).
 inline constexpr int kTwoShotMaxLayoutBlocks = 608;
-// Blocks per multiprocessor every two-shot kernel is compiled to fit
-// (__launch_bounds__: at most 64 registers per thread; none spills).
+// Blocks per multiprocessor every integer-codec two-shot kernel is compiled
+// to fit (__launch_bounds__: at most 64 registers per thread; none spills).
 inline constexpr int kTwoShotMinBlocksPerSm = 4;
-// Blocks per multiprocessor the FP codec's two-shot launches use at most.
+// Blocks per multiprocessor the FP codec's two-shot launches use at most; its
+// kernels are compiled for that many (up to 128 registers per thread, which
+// hold the next tile's input while the current tile is in flight).
 inline constexpr int kTwoShotFpBlocksPerSm = 2;
 // One-shot (kernels/one_shot_reference.h): bytes of one phase of a rank's
 // one-shot region (world_size sources of up to kGpuOneShotRegionBytes / ws
@@ -113,6 +115,11 @@ struct TwoShotArgs {
 [[nodiscard]] Status LaunchOneShot(const TwoShotArgs& args);
 // LaunchOneShot when args.one_shot, else LaunchTwoShot.
 [[nodiscard]] Status LaunchAllReduce(const TwoShotArgs& args);
+
+// "" for the real kernels; else the timing variant this binary was built as
+// ("no_waits", "no_fences", "bare": `--define qr_two_shot_variant=...`),
+// whose two-shot results are wrong (kernels/gpu/two_shot_device.cuh).
+const char* TwoShotTimingVariant();
 
 }  // namespace qr::kernels
 

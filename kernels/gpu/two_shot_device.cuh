@@ -32,6 +32,22 @@ namespace qr::kernels::gpu {
 
 using platform::Vec16;
 
+// Timing variants (docs/performance.md, "Timing variants"): builds with
+// `--define qr_two_shot_variant=no_waits|no_fences|bare` skip the flag waits,
+// the system fences, or both, so that a profile or a timing shows what the
+// rest of the kernel costs. Their results are wrong; nothing ships them, and
+// TwoShotTimingVariant() (two_shot.h) names the variant a binary was built as.
+#if defined(QR_TWO_SHOT_VARIANT_NO_WAITS) || defined(QR_TWO_SHOT_VARIANT_BARE)
+inline constexpr bool kVariantSkipsWaits = true;
+#else
+inline constexpr bool kVariantSkipsWaits = false;
+#endif
+#if defined(QR_TWO_SHOT_VARIANT_NO_FENCES) || defined(QR_TWO_SHOT_VARIANT_BARE)
+inline constexpr bool kVariantSkipsFences = true;
+#else
+inline constexpr bool kVariantSkipsFences = false;
+#endif
+
 // POD copy of everything the kernel needs; passed by value.
 struct KernelParams {
   const char* in;
@@ -111,7 +127,7 @@ QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const Kern
 template <int kWs>
 QR_DEVICE_INLINE bool WaitAll(const uint32_t* row, uint32_t colour, const KernelParams& p) {
   bool ok = true;
-  if (threadIdx.x < kWs) ok = WaitFlag(row + threadIdx.x, colour, p);
+  if (threadIdx.x < kWs && !kVariantSkipsWaits) ok = WaitFlag(row + threadIdx.x, colour, p);
   return __syncthreads_and(ok ? 1 : 0) != 0;
 }
 
@@ -125,7 +141,11 @@ QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colo
   if (threadIdx.x < kWs) {
     uint32_t* f = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x] + flags_offset) +
                   row * kGpuMaxRanks + p.rank;
-    platform::AtomicStoreReleaseSystem(f, colour);
+    if (kVariantSkipsFences) {
+      platform::AtomicStoreRelaxedSystem(f, colour);
+    } else {
+      platform::AtomicStoreReleaseSystem(f, colour);
+    }
   }
 }
 
@@ -141,7 +161,7 @@ QR_DEVICE_INLINE void SignalAllTwice(size_t offset_a, uint32_t row_a, uint32_t c
   __syncthreads();
   if (threadIdx.x < kWs) {
     uint32_t* base = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x]);
-    platform::FenceSystem();
+    if (!kVariantSkipsFences) platform::FenceSystem();
     platform::AtomicStoreRelaxedSystem(
         base + offset_a / 4 + row_a * kGpuMaxRanks + p.rank, colour_a);
     platform::AtomicStoreRelaxedSystem(

@@ -91,6 +91,21 @@ QR_DEVICE_INLINE uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// Each 16-bit lane of x clamped to [lo, hi] (unsigned; lo and hi hold the
+// same bound in both lanes).
+QR_DEVICE_INLINE uint32_t ClampU16x2(uint32_t x, uint32_t lo, uint32_t hi) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(lo));
+  asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(r), "r"(hi));
+  return r;
+#else
+  const uint32_t l = min(max(x & 0xffffu, lo & 0xffffu), hi & 0xffffu);
+  const uint32_t h = min(max(x >> 16, lo >> 16), hi >> 16);
+  return l | (h << 16);
+#endif
+}
+
 // Byte k of the result is byte (selector >> 4k) & 7 of the 8 bytes
 // {a (bytes 0-3), b (bytes 4-7)} (CUDA's __byte_perm without sign modes).
 QR_DEVICE_INLINE uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t selector) {

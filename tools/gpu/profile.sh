@@ -1,46 +1,58 @@
 #!/usr/bin/env bash
-# ncu profile of the two-shot kernels ON THE GPU MACHINE, with .device/
-# staged by tools/gpu/stage.sh. These kernels wait on the peer GPU's kernel,
-# and ncu serialises the kernels of every process it profiles, so only rank 0
-# of a two-process qr-demo runs under ncu. ncu replays the whole application
-# once per pass (--replay-mode application: a replayed kernel alone would wait
-# for a peer that already finished), so rank 1 runs again for every pass.
-#   QR_PROFILE_SIZES=67108864 QR_PROFILE_REGIMES=FP,INT4 QR_PROFILE_DTYPES=fp16 \
-#   QR_PROFILE_SECTIONS="SpeedOfLight WarpStateStats" bash tools/gpu/profile.sh
-# Writes $OUT/profile.log (ncu's report) and profile-rank1.log.
-# Caveat (docs/performance.md, "Profiles"): ncu's per-launch work delays rank
-# 0, so the profiled kernels mostly wait for rank 1 and the counters show the
-# wait loop; use it for what a kernel does while waiting, not for its speed.
+# ncu profiles and SASS of the two-shot kernels ON THE GPU MACHINE, with
+# .device/ staged by `QR_STAGE_VARIANTS=bare tools/gpu/stage.sh`.
+#
+# A real two-shot kernel waits for its peer GPU's kernel, and ncu serialises
+# every kernel it profiles, so a profiled real kernel measures its own wait
+# (docs/performance.md, "Profiles"). The "bare" timing variant skips the flag
+# waits and the system fences: it runs alone, so ncu's kernel replay sees
+# exactly what the codec arithmetic and the data movement cost, which is the
+# floor of the real kernel. qr-bench drives both GPUs from one process; ncu
+# profiles one launch per (regime, dtype) after the warm-up.
+#   QR_PROFILE_REGIMES="FP INT8 INT6 INT4 INT3" QR_PROFILE_DTYPES="fp16 bf16cast" \
+#   QR_PROFILE_SIZE=64M QR_PROFILE_SET=full bash tools/gpu/profile.sh
+# Writes $OUT/profile-<regime>-<dtype>.{log,ncu-rep}, and sass.txt.gz (every
+# kernel of the real qr-bench, cuobjdump -sass) when cuobjdump is there.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export QR_BROKER_SOCKET="/tmp/qr-profile-$$.sock" QR_OP_TIMEOUT_MS="${QR_OP_TIMEOUT_MS:-20000}"
-ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-sections=()
-for s in ${QR_PROFILE_SECTIONS:-SpeedOfLight ComputeWorkloadAnalysis SchedulerStats WarpStateStats Occupancy LaunchStats InstructionStats}; do
-  sections+=(--section "$s")
+bare=.device/variants/bare/qr-bench
+if [[ ! -x "$bare" ]]; then
+  echo "profile: $bare missing: stage with QR_STAGE_VARIANTS=bare tools/gpu/stage.sh" >&2
+  exit 2
+fi
+ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+if [[ -z "$ncu_bin" ]]; then
+  echo "profile: ncu not found" >&2
+  exit 2
+fi
+
+failed=0
+for regime in ${QR_PROFILE_REGIMES:-FP INT8 INT6 INT4 INT3}; do
+  for dtype in ${QR_PROFILE_DTYPES:-fp16 bf16cast}; do
+    name="profile-$regime-$dtype"
+    # --launch-skip passes qr-bench's warm-up launches (both GPUs).
+    timeout -k 5 "${QR_PROFILE_TIMEOUT:-240}" "$ncu_bin" --clock-control none \
+      --target-processes all -k regex:TwoShotKernel --launch-skip 8 --launch-count 1 \
+      --set "${QR_PROFILE_SET:-full}" --import-source no -o "$out/$name" -f \
+      "$bare" --sizes "${QR_PROFILE_SIZE:-64M}" --regimes "$regime" --dtypes "$dtype" \
+      --modes eager --algos two-shot --no-nccl --no-peer-bandwidth --quick \
+      >"$out/$name.run.log" 2>&1
+    rc=$?
+    "$ncu_bin" --import "$out/$name.ncu-rep" --page details >"$out/$name.log" 2>&1
+    echo "profile: $regime $dtype ncu rc=$rc: $(grep -E 'Duration|Issue Slots Busy|Registers Per Thread' "$out/$name.log" | tr -s ' ' | paste -sd';')"
+    [[ $rc -eq 0 ]] || failed=1
+  done
 done
-demo_args=(--world-size 2 --device gpu --group "qr-profile-$$"
-  --sizes "${QR_PROFILE_SIZES:-67108864}" --regimes "${QR_PROFILE_REGIMES:-FP,INT8,INT4}"
-  --dtypes "${QR_PROFILE_DTYPES:-fp16}")
 
-.device/bin/qr-broker --socket "$QR_BROKER_SOCKET" >"$out/profile-broker.log" 2>&1 &
-broker=$!
-# Rank 1, once per pass of rank 0 (it stops when rank 0 is done).
-( for pass in $(seq 1 "${QR_PROFILE_MAX_PASSES:-40}"); do
-    echo "--- pass $pass"
-    .device/bin/qr-demo "${demo_args[@]}" --worker-rank 1
-    sleep 2  # rank 0 of this pass leaves before the next pass joins
-  done ) >"$out/profile-rank1.log" 2>&1 &
-peer=$!
-trap 'kill $peer $broker 2>/dev/null; pkill -f "qr-profile-$$" 2>/dev/null' EXIT
-
-timeout -k 5 "${QR_PROFILE_TIMEOUT:-400}" "$ncu_bin" --clock-control none \
-  --target-processes application-only --replay-mode application \
-  -k regex:TwoShotKernel "${sections[@]}" ${QR_PROFILE_NCU_ARGS:-} \
-  .device/bin/qr-demo "${demo_args[@]}" --worker-rank 0 >"$out/profile.log" 2>&1
-echo "profile: ncu rc=$? ($(grep -c '^--- pass' "$out/profile-rank1.log") rank-1 runs)"
-grep -E "PROF|Error|error" "$out/profile.log" | sort | uniq -c | head -20
+cuobjdump_bin="$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)"
+if [[ -n "$cuobjdump_bin" ]]; then
+  "$cuobjdump_bin" -sass .device/bin/qr-bench | gzip >"$out/sass.txt.gz"
+  echo "profile: sass.txt.gz $(stat -c %s "$out/sass.txt.gz") bytes"
+else
+  echo "profile: cuobjdump not found, no SASS"
+fi
+exit $failed

@@ -2,7 +2,8 @@
 # Runs the staged GPU suite ON THE GPU MACHINE (from the repository root, with
 # .device/ carried there by tools/gpu/stage.sh). Writes logs and CSVs to $OUT
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
-#   QR_SUITE="local backend bench sanitizer" (default: all) picks parts.
+#   QR_SUITE="local backend bench sanitizer" (the default) picks parts;
+#   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-gpu-out}"
@@ -48,6 +49,18 @@ for p in $suite; do
       [[ -x .device/bin/qr-bench ]] &&
         part bench "${QR_BENCH_TIMEOUT:-420}" .device/bin/qr-bench --csv "$out/bench.csv" \
           --json "$out/bench.json" --min-size-table "$out/min_size_table.txt" ${QR_BENCH_ARGS:-} ;;
+    variants)
+      # The real kernels and each staged timing variant (QR_STAGE_VARIANTS),
+      # the same sweep; docs/performance.md, "Timing variants".
+      variant_args=(--sizes 64M,256M,1G --modes graph --algos two-shot --no-nccl --no-peer-bandwidth)
+      for b in .device/bin/qr-bench .device/variants/*/qr-bench; do
+        [[ -x "$b" ]] || continue
+        n=$(basename "$(dirname "$b")")
+        [[ "$n" == bin ]] && n=real
+        part "variant-$n" 300 "$b" "${variant_args[@]}" --csv "$out/variant-$n.csv" ${QR_VARIANT_ARGS:-}
+      done ;;
+    profile)
+      part profile 540 bash tools/gpu/profile.sh ;;
   esac
 done
 

@@ -37,6 +37,16 @@ for b in .device/bin/*; do
     esac
   done
 done
+# Timing variants of qr-bench (docs/performance.md): QR_STAGE_VARIANTS="bare
+# no_waits no_fences" builds each into .device/variants/<name>/qr-bench. The
+# last build leaves the output base in the variant's configuration; the next
+# plain build recompiles what the define touches.
+for v in ${QR_STAGE_VARIANTS:-}; do
+  ./bazelw build "${flags[@]}" --define "qr_two_shot_variant=$v" //tools:qr-bench
+  mkdir -p ".device/variants/$v"
+  cp "$bin/tools/qr-bench" ".device/variants/$v/"
+done
+
 chmod -R u+w .device
 du -sh .device
 ls -l .device/bin .device/lib
