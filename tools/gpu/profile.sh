@@ -11,7 +11,7 @@
 # profiles one launch per (regime, dtype) after the warm-up.
 #   QR_PROFILE_REGIMES="FP INT8 INT6 INT4 INT3" QR_PROFILE_DTYPES="fp16 bf16cast" \
 #   QR_PROFILE_SIZE=64M QR_PROFILE_SET=full bash tools/gpu/profile.sh
-# Writes $OUT/profile-<regime>-<dtype>.{log,ncu-rep}, and sass.txt.gz (every
+# Writes $OUT/profile-<regime>-<dtype>.{log,stalls.txt,ncu-rep}, and sass.txt.gz (every
 # kernel of the real qr-bench, cuobjdump -sass) when cuobjdump is there.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -43,6 +43,11 @@ for regime in ${QR_PROFILE_REGIMES:-FP INT8 INT6 INT4 INT3}; do
       >"$out/$name.run.log" 2>&1
     rc=$?
     "$ncu_bin" --import "$out/$name.ncu-rep" --page details >"$out/$name.log" 2>&1
+    # Stall reasons (cycles per issued instruction) and pipe use, which the
+    # details page only summarises.
+    "$ncu_bin" --import "$out/$name.ncu-rep" --page raw 2>&1 |
+      grep -E "issue_stalled_.*per_issue_active|inst_executed_pipe_.*pct_of_peak_sustained_active" \
+        >"$out/$name.stalls.txt"
     echo "profile: $regime $dtype ncu rc=$rc: $(grep -E 'Duration|Issue Slots Busy|Registers Per Thread' "$out/$name.log" | tr -s ' ' | paste -sd';')"
     [[ $rc -eq 0 ]] || failed=1
   done
