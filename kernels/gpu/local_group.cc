@@ -9,15 +9,22 @@
 
 namespace qr::kernels {
 
-StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max_blocks) {
+StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max_blocks,
+                                                         int gpus) {
+  if (gpus <= 0 || gpus > world_size) gpus = world_size;
   const int n = gpu::DeviceCount();
-  if (n < world_size) {
-    return UnavailableError("needs " + std::to_string(world_size) + " GPUs, found " +
+  if (n < gpus) {
+    return UnavailableError("needs " + std::to_string(gpus) + " GPUs, found " +
                             std::to_string(n));
   }
   std::unique_ptr<LocalGroup> g(new LocalGroup());
   g->world_size_ = world_size;
-  if (max_blocks <= 0) {
+  g->gpus_ = gpus;
+  if (max_blocks <= 0 && gpus < world_size) {
+    QR_ASSIGN_OR_RETURN(const int sms, gpu::MultiprocessorCount(0));
+    const int ranks_per_gpu = (world_size + gpus - 1) / gpus;
+    max_blocks = sms * kTwoShotFpBlocksPerSm / ranks_per_gpu;
+  } else if (max_blocks <= 0) {
     QR_ASSIGN_OR_RETURN(max_blocks, DefaultMaxBlocks(0));
   }
   g->max_blocks_ = max_blocks;
@@ -30,12 +37,13 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
   g->error_dev_.assign(world_size, nullptr);
   g->streams_.assign(world_size, nullptr);
   for (int r = 0; r < world_size; ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-    for (int peer = 0; peer < world_size; ++peer) {
-      if (peer == r) continue;
-      QR_ASSIGN_OR_RETURN(bool can, gpu::CanAccessPeer(r, peer));
+    const int device = g->device(r);
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device));
+    for (int peer = 0; peer < gpus; ++peer) {
+      if (peer == device) continue;
+      QR_ASSIGN_OR_RETURN(bool can, gpu::CanAccessPeer(device, peer));
       if (!can) {
-        return UnavailableError("GPU " + std::to_string(r) + " cannot access GPU " +
+        return UnavailableError("GPU " + std::to_string(device) + " cannot access GPU " +
                                 std::to_string(peer));
       }
       QR_RETURN_IF_ERROR(gpu::EnablePeerAccess(peer));
@@ -50,8 +58,8 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
   }
   QR_RETURN_IF_ERROR(gpu::SetDevice(0));
   QR_ASSIGN_OR_RETURN(g->abort_host_, gpu::HostAllocMapped(4096, &g->abort_dev_));
-  for (int r = 0; r < world_size; ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+  for (int d = 0; d < gpus; ++d) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(d));
     QR_RETURN_IF_ERROR(gpu::DeviceSynchronize());
   }
   return g;
@@ -59,7 +67,7 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
 
 LocalGroup::~LocalGroup() {
   for (int r = 0; r < world_size_; ++r) {
-    if (!gpu::SetDevice(r).ok()) continue;
+    if (!gpu::SetDevice(device(r)).ok()) continue;
     (void)gpu::DeviceSynchronize();
     gpu::StreamDestroy(streams_[r]);
     gpu::Free(buffers_[r]);
@@ -72,7 +80,7 @@ LocalGroup::~LocalGroup() {
 size_t LocalGroup::buffer_bytes() const { return MakeTwoShotLayout(max_blocks_).total; }
 
 Status LocalGroup::Launch(int rank, const LocalCall& call, const void* in, void* out) {
-  QR_RETURN_IF_ERROR(gpu::SetDevice(rank));
+  QR_RETURN_IF_ERROR(gpu::SetDevice(device(rank)));
   TwoShotArgs a;
   a.in = in;
   a.out = out;
@@ -100,7 +108,7 @@ Status LocalGroup::LaunchAll(const LocalCall& call, const std::vector<const void
 
 Status LocalGroup::Synchronize() {
   for (int r = 0; r < world_size_; ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device(r)));
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams_[r]));
   }
   return OkStatus();

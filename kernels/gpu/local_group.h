@@ -1,5 +1,6 @@
 // LocalGroup: all ranks of a two-shot group driven from ONE process, one GPU
-// per rank, with peer access instead of IPC handles. For GPU tests and
+// per rank (or, for kernel-logic tests only, several ranks sharing a GPU),
+// with peer access instead of IPC handles. For GPU tests and
 // qr-bench: it needs neither the broker nor the client library, yet runs the
 // very kernels the GPU backend launches (LaunchAllReduce).
 //
@@ -33,21 +34,32 @@ class LocalGroup {
   // GPUs 0..world_size-1. kUnavailable when there are too few GPUs or a pair
   // lacks peer access; kInternal on runtime errors. max_blocks <= 0: the
   // backend's default (multiprocessors x kTwoShotBlocksPerSm).
+  //
+  // gpus > 0 spreads the ranks over GPUs 0..gpus-1 (rank r on GPU r % gpus).
+  // It exists to run the world-size-4 and -8 kernels where fewer GPUs are
+  // available, and checks their logic, not their speed: a real group never
+  // puts two ranks on one GPU. Ranks sharing a GPU wait on each other inside
+  // their kernels, so all their blocks must be resident at once. The default
+  // max_blocks for shared GPUs is therefore the FP kernels' residency
+  // (multiprocessors x kTwoShotFpBlocksPerSm, the smallest of the kernels)
+  // divided among the ranks of a GPU.
   [[nodiscard]] static StatusOr<std::unique_ptr<LocalGroup>> Create(int world_size,
-                                                                    int max_blocks = 0);
+                                                                    int max_blocks = 0,
+                                                                    int gpus = 0);
   ~LocalGroup();
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
 
   int world_size() const { return world_size_; }
   int max_blocks() const { return max_blocks_; }
+  int device(int rank) const { return rank % gpus_; }
   void* stream(int rank) const { return streams_[rank]; }
   size_t buffer_bytes() const;
 
   // Enqueues one all-reduce for `rank` only (on its device and stream).
   // in/out are that rank's device buffers.
   [[nodiscard]] Status Launch(int rank, const LocalCall& call, const void* in, void* out);
-  // Enqueues the call on every rank: ins[r]/outs[r] live on GPU r.
+  // Enqueues the call on every rank: ins[r]/outs[r] live on GPU device(r).
   [[nodiscard]] Status LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,
                                  const std::vector<void*>& outs);
   [[nodiscard]] Status Synchronize();
@@ -61,6 +73,7 @@ class LocalGroup {
   LocalGroup() = default;
 
   int world_size_ = 0;
+  int gpus_ = 0;
   int max_blocks_ = 0;
   uint64_t ticks_per_ms_ = 0;
   std::vector<void*> buffers_;    // device r's receive buffer

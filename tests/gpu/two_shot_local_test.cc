@@ -1,6 +1,8 @@
 // Two GPUs driven from one process (peer access, no broker): the two-shot and
 // one-shot kernels against the host references bit for bit, graph replay,
-// the alternating-shape hang regression, and abort/timeout giving up.
+// the alternating-shape hang regression, and abort/timeout giving up; and the
+// world-size-4 and -8 kernels bit for bit with their ranks sharing the two
+// GPUs (their logic only: a real group never shares a GPU).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -26,26 +28,29 @@ using ::qr::testing::FirstDifference;
 
 constexpr int kWs = 2;
 
-// Device in/out buffers for every rank, sized for `count` elements.
+// Device in/out buffers for every rank of a group, sized for `count` elements.
 struct RankBuffers {
   std::vector<void*> in, out;
+  std::vector<int> devices;
   size_t bytes = 0;
   ~RankBuffers() {
     for (size_t r = 0; r < in.size(); ++r) {
-      (void)gpu::SetDevice(static_cast<int>(r));
+      (void)gpu::SetDevice(devices[r]);
       gpu::Free(in[r]);
       gpu::Free(out[r]);
     }
   }
 };
 
-std::unique_ptr<RankBuffers> Alloc(size_t count) {
+std::unique_ptr<RankBuffers> Alloc(const LocalGroup& g, size_t count) {
   auto b = std::make_unique<RankBuffers>();
   b->bytes = count * 2;
-  b->in.assign(kWs, nullptr);
-  b->out.assign(kWs, nullptr);
-  for (int r = 0; r < kWs; ++r) {
-    EXPECT_OK(gpu::SetDevice(r));
+  const int ws = g.world_size();
+  b->in.assign(ws, nullptr);
+  b->out.assign(ws, nullptr);
+  for (int r = 0; r < ws; ++r) b->devices.push_back(g.device(r));
+  for (int r = 0; r < ws; ++r) {
+    EXPECT_OK(gpu::SetDevice(g.device(r)));
     auto in = gpu::Malloc(b->bytes + 16);
     auto out = gpu::Malloc(b->bytes + 16);
     EXPECT_OK(in.status());
@@ -80,12 +85,13 @@ class TwoShotLocalTest : public ::testing::Test {
     SCOPED_TRACE(std::string(one_shot ? "one-shot " : "") + testing::GpuCodecName(codec) + " " +
                  testing::ElemName(elem) + " count=" + std::to_string(count) +
                  (in_place ? " in-place" : ""));
-    auto buf = Alloc(count);
+    const int ws = group_->world_size();
+    auto buf = Alloc(*group_, count);
     ASSERT_NE(buf, nullptr);
     std::vector<const void*> ins;
     std::vector<void*> outs;
-    for (int r = 0; r < kWs; ++r) {
-      ASSERT_OK(gpu::SetDevice(r));
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memset(buf->in[r], 0xA5, count * 2 + 16));  // poison
       ASSERT_OK(gpu::Memset(buf->out[r], 0xA5, count * 2 + 16));
       ASSERT_OK(gpu::Memcpy(buf->in[r], inputs[r].data(), count * 2));
@@ -95,21 +101,21 @@ class TwoShotLocalTest : public ::testing::Test {
     LocalCall call{elem, codec, count, 10000, one_shot};
     ASSERT_OK(group_->LaunchAll(call, ins, outs));
     ASSERT_OK(group_->Synchronize());
-    for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
 
-    std::vector<std::vector<uint16_t>> want(kWs, std::vector<uint16_t>(count));
+    std::vector<std::vector<uint16_t>> want(ws, std::vector<uint16_t>(count));
     std::vector<const uint16_t*> in_ptrs;
     std::vector<uint16_t*> want_ptrs;
-    for (int r = 0; r < kWs; ++r) {
+    for (int r = 0; r < ws; ++r) {
       in_ptrs.push_back(inputs[r].data());
       want_ptrs.push_back(want[r].data());
     }
-    ASSERT_OK(Reference(one_shot, testing::ReferenceParams(elem, codec, kWs, count), in_ptrs.data(),
+    ASSERT_OK(Reference(one_shot, testing::ReferenceParams(elem, codec, ws, count), in_ptrs.data(),
                         want_ptrs.data()));
     std::vector<uint16_t> first;
-    for (int r = 0; r < kWs; ++r) {
+    for (int r = 0; r < ws; ++r) {
       std::vector<uint16_t> got(count + 8);
-      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memcpy(got.data(), outs[r], count * 2 + 16));
       // Nothing written past the end.
       for (int i = 0; i < 8; ++i) ASSERT_EQ(got[count + i], 0xA5A5) << "rank " << r;
@@ -188,6 +194,58 @@ TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
   RunAndCheck(elem, GpuCodec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
 }
 
+// World sizes 4 and 8 with two or four ranks per GPU (LocalGroup's `gpus`):
+// both algorithms against the references at sizes around atom rows, tiles
+// and the one-shot limit, and in place.
+class SharedGpuBitExactTest
+    : public TwoShotLocalTest,
+      public ::testing::WithParamInterface<std::tuple<int, GpuCodec, GpuElem>> {
+ protected:
+  void SetUp() override {
+    const int n = gpu::DeviceCount();
+    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
+    auto g = LocalGroup::Create(std::get<0>(GetParam()), /*max_blocks=*/0, /*gpus=*/2);
+    ASSERT_OK(g.status());
+    group_ = std::move(*g);
+  }
+};
+
+TEST_P(SharedGpuBitExactTest, EqualsReferenceAtManySizes) {
+  const auto [ws, codec, elem] = GetParam();
+  const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(ws));
+  const size_t sizes[] = {8, 2056, 16392, 3 * 16384 + 8, 100000, one_shot_max, 2500000};
+  uint64_t seed = 5;
+  for (size_t count : sizes) {
+    std::vector<std::vector<uint16_t>> in;
+    for (int r = 0; r < ws; ++r) {
+      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 7919 + count, true));
+    }
+    RunAndCheck(elem, codec, count, in);
+    if (HasFatalFailure()) return;
+    if (count <= one_shot_max) {
+      RunAndCheck(elem, codec, count, in, /*in_place=*/false, /*one_shot=*/true);
+      if (HasFatalFailure()) return;
+    }
+  }
+  std::vector<std::vector<uint16_t>> in;
+  for (int r = 0; r < ws; ++r) {
+    in.push_back(testing::MakeInput(ElemDType(elem), 50000, 11 + r, false));
+  }
+  RunAndCheck(elem, codec, 50000, in, /*in_place=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldSizes4And8, SharedGpuBitExactTest,
+    ::testing::Combine(::testing::Values(4, 8),
+                       ::testing::Values(GpuCodec::kFp, GpuCodec::kInt8, GpuCodec::kInt6,
+                                         GpuCodec::kInt4),
+                       ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast)),
+    [](const ::testing::TestParamInfo<std::tuple<int, GpuCodec, GpuElem>>& info) {
+      return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
+             testing::GpuCodecName(std::get<1>(info.param)) + "_" +
+             testing::ElemName(std::get<2>(info.param));
+    });
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, OneShotBitExactTest,
                          ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast),
                          [](const ::testing::TestParamInfo<GpuElem>& info) {
@@ -234,7 +292,7 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
   std::vector<std::vector<std::vector<std::vector<uint16_t>>>> inputs, want;
   uint64_t seed = 11;
   for (const Op& op : ops) {
-    bufs.push_back(Alloc(op.count));
+    bufs.push_back(Alloc(*group_, op.count));
     ASSERT_NE(bufs.back(), nullptr);
     inputs.emplace_back();
     want.emplace_back();
@@ -299,7 +357,7 @@ TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
   std::vector<std::unique_ptr<RankBuffers>> bufs;
   std::vector<std::vector<std::vector<uint16_t>>> want(2);
   for (int k = 0; k < 2; ++k) {
-    bufs.push_back(Alloc(counts[k]));
+    bufs.push_back(Alloc(*group_, counts[k]));
     ASSERT_NE(bufs.back(), nullptr);
     std::vector<std::vector<uint16_t>> in;
     std::vector<const uint16_t*> ip;
@@ -352,7 +410,7 @@ TEST_F(TwoShotLocalTest, TwentyThousandMixedOneShotCallsStayCorrect) {
   std::vector<std::unique_ptr<RankBuffers>> bufs;
   std::vector<std::vector<std::vector<uint16_t>>> want(std::size(ops));
   for (size_t k = 0; k < std::size(ops); ++k) {
-    bufs.push_back(Alloc(ops[k].count));
+    bufs.push_back(Alloc(*group_, ops[k].count));
     ASSERT_NE(bufs.back(), nullptr);
     std::vector<std::vector<uint16_t>> in;
     std::vector<const uint16_t*> ip;
@@ -406,7 +464,7 @@ double DrainSeconds(LocalGroup& g, int rank, double limit) {
 }
 
 TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
-  auto buf = Alloc(1 << 20);
+  auto buf = Alloc(*group_, 1 << 20);
   ASSERT_NE(buf, nullptr);
   // Only rank 0 calls: its kernel waits for a peer that never comes.
   LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 20, 0};  // no timeout: only the abort ends it
@@ -426,7 +484,7 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
 }
 
 TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
-  auto buf = Alloc(1 << 16);
+  auto buf = Alloc(*group_, 1 << 16);
   ASSERT_NE(buf, nullptr);
   LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 16, 300, /*one_shot=*/true};
   ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
@@ -435,7 +493,7 @@ TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
 }
 
 TEST_F(TwoShotLocalTest, BoundedWaitTimesOutAndSetsErrorWord) {
-  auto buf = Alloc(1 << 16);
+  auto buf = Alloc(*group_, 1 << 16);
   ASSERT_NE(buf, nullptr);
   LocalCall call{GpuElem::kBf16, GpuCodec::kInt4, 1 << 16, 300};
   const auto start = std::chrono::steady_clock::now();
