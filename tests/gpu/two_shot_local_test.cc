@@ -268,9 +268,29 @@ TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
   }
 }
 
+// The group-level tests at world size 2 (one GPU per rank), and at 4 and 8
+// with the ranks sharing the 2 GPUs (kernel logic only; see
+// SharedGpuBitExactTest).
+class GroupTest : public TwoShotLocalTest, public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    const int n = gpu::DeviceCount();
+    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
+    auto g = LocalGroup::Create(GetParam(), /*max_blocks=*/0, /*gpus=*/2);
+    ASSERT_OK(g.status());
+    group_ = std::move(*g);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GroupTest, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "ws" + std::to_string(info.param);
+                         });
+
 // A graph holding three all-reduces (different sizes and codecs), replayed
 // 1000 times with new inputs copied in before each replay.
-TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
+TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
+  const int ws = group_->world_size();
   struct Op {
     GpuElem elem;
     GpuCodec codec;
@@ -297,25 +317,25 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
     inputs.emplace_back();
     want.emplace_back();
     for (int s = 0; s < kSets; ++s) {
-      std::vector<std::vector<uint16_t>> in, out(kWs, std::vector<uint16_t>(op.count));
+      std::vector<std::vector<uint16_t>> in, out(ws, std::vector<uint16_t>(op.count));
       std::vector<const uint16_t*> ip;
       std::vector<uint16_t*> op_ptrs;
-      for (int r = 0; r < kWs; ++r) {
+      for (int r = 0; r < ws; ++r) {
         in.push_back(testing::MakeInput(ElemDType(op.elem), op.count, seed++, false));
       }
-      for (int r = 0; r < kWs; ++r) {
+      for (int r = 0; r < ws; ++r) {
         ip.push_back(in[r].data());
         op_ptrs.push_back(out[r].data());
       }
-      ASSERT_OK(Reference(op.one_shot, testing::ReferenceParams(op.elem, op.codec, kWs, op.count),
+      ASSERT_OK(Reference(op.one_shot, testing::ReferenceParams(op.elem, op.codec, ws, op.count),
                           ip.data(), op_ptrs.data()));
       inputs.back().push_back(std::move(in));
       want.back().push_back(std::move(out));
     }
   }
-  std::vector<gpu::GraphExec> graphs(kWs, nullptr);
-  for (int r = 0; r < kWs; ++r) {
-    ASSERT_OK(gpu::SetDevice(r));
+  std::vector<gpu::GraphExec> graphs(ws, nullptr);
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_OK(gpu::SetDevice(group_->device(r)));
     ASSERT_OK(gpu::BeginCapture(group_->stream(r)));
     for (size_t i = 0; i < std::size(ops); ++i) {
       LocalCall call{ops[i].elem, ops[i].codec, ops[i].count, 10000, ops[i].one_shot};
@@ -325,8 +345,8 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
   }
   for (int rep = 0; rep < kReplays; ++rep) {
     const int set = (rep * 3 + 1) % kSets;
-    for (int r = 0; r < kWs; ++r) {
-      ASSERT_OK(gpu::SetDevice(r));
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
       for (size_t i = 0; i < std::size(ops); ++i) {
         ASSERT_OK(gpu::MemcpyAsync(bufs[i]->in[r], inputs[i][set][r].data(), ops[i].count * 2,
                                    group_->stream(r)));
@@ -334,25 +354,26 @@ TEST_F(TwoShotLocalTest, GraphReplayedThousandTimesStaysCorrect) {
       ASSERT_OK(gpu::GraphLaunch(graphs[r], group_->stream(r)));
     }
     ASSERT_OK(group_->Synchronize());
-    for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "replay " << rep;
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "replay " << rep;
     for (size_t i = 0; i < std::size(ops); ++i) {
-      for (int r = 0; r < kWs; ++r) {
+      for (int r = 0; r < ws; ++r) {
         std::vector<uint16_t> got(ops[i].count);
-        ASSERT_OK(gpu::SetDevice(r));
+        ASSERT_OK(gpu::SetDevice(group_->device(r)));
         ASSERT_OK(gpu::Memcpy(got.data(), bufs[i]->out[r], ops[i].count * 2));
         ASSERT_EQ(FirstDifference(got, want[i][set][r]), "")
             << "replay " << rep << " op " << i << " rank " << r;
       }
     }
   }
-  for (int r = 0; r < kWs; ++r) {
-    ASSERT_OK(gpu::SetDevice(r));
+  for (int r = 0; r < ws; ++r) {
+    ASSERT_OK(gpu::SetDevice(group_->device(r)));
     gpu::GraphDestroy(graphs[r]);
   }
 }
 
 // vLLM's TP4/TP8 hang: many calls alternating two shapes (different grids).
-TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
+TEST_P(GroupTest, FiftyThousandCallsAlternatingShapesNeverHang) {
+  const int ws = group_->world_size();
   const size_t counts[2] = {1024 * 1024, 1024 * 2048};
   std::vector<std::unique_ptr<RankBuffers>> bufs;
   std::vector<std::vector<std::vector<uint16_t>>> want(2);
@@ -362,18 +383,18 @@ TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
     std::vector<std::vector<uint16_t>> in;
     std::vector<const uint16_t*> ip;
     std::vector<uint16_t*> op;
-    want[k].assign(kWs, std::vector<uint16_t>(counts[k]));
-    for (int r = 0; r < kWs; ++r) {
+    want[k].assign(ws, std::vector<uint16_t>(counts[k]));
+    for (int r = 0; r < ws; ++r) {
       in.push_back(k == 0 ? std::vector<uint16_t>(counts[k], 0)
                           : testing::MakeInput(DType::kFloat16, counts[k], 77 + r, false));
     }
-    for (int r = 0; r < kWs; ++r) {
+    for (int r = 0; r < ws; ++r) {
       ip.push_back(in[r].data());
       op.push_back(want[k][r].data());
-      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), counts[k] * 2));
     }
-    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt4, kWs,
+    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt4, ws,
                                                           counts[k]),
                                  ip.data(), op.data()));
   }
@@ -386,10 +407,10 @@ TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
     ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
     if (i % 5000 == 4999 || i >= kCalls - 2) {
       ASSERT_OK(group_->Synchronize());
-      for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
-      for (int r = 0; r < kWs; ++r) {
+      for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
+      for (int r = 0; r < ws; ++r) {
         std::vector<uint16_t> got(counts[k]);
-        ASSERT_OK(gpu::SetDevice(r));
+        ASSERT_OK(gpu::SetDevice(group_->device(r)));
         ASSERT_OK(gpu::Memcpy(got.data(), bufs[k]->out[r], counts[k] * 2));
         ASSERT_EQ(FirstDifference(got, want[k][r]), "") << "call " << i << " rank " << r;
       }
@@ -401,7 +422,8 @@ TEST_F(TwoShotLocalTest, FiftyThousandCallsAlternatingShapesNeverHang) {
 
 // One-shot calls whose grids differ (1, 32 and 256 blocks) interleaved with
 // a two-shot call: phases and per-call counters must stay in step.
-TEST_F(TwoShotLocalTest, TwentyThousandMixedOneShotCallsStayCorrect) {
+TEST_P(GroupTest, TwentyThousandMixedOneShotCallsStayCorrect) {
+  const int ws = group_->world_size();
   struct Op {
     size_t count;
     bool one_shot;
@@ -415,18 +437,18 @@ TEST_F(TwoShotLocalTest, TwentyThousandMixedOneShotCallsStayCorrect) {
     std::vector<std::vector<uint16_t>> in;
     std::vector<const uint16_t*> ip;
     std::vector<uint16_t*> op;
-    want[k].assign(kWs, std::vector<uint16_t>(ops[k].count));
-    for (int r = 0; r < kWs; ++r) {
+    want[k].assign(ws, std::vector<uint16_t>(ops[k].count));
+    for (int r = 0; r < ws; ++r) {
       in.push_back(testing::MakeInput(DType::kFloat16, ops[k].count, 500 + 10 * k + r, false));
     }
-    for (int r = 0; r < kWs; ++r) {
+    for (int r = 0; r < ws; ++r) {
       ip.push_back(in[r].data());
       op.push_back(want[k][r].data());
-      ASSERT_OK(gpu::SetDevice(r));
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), ops[k].count * 2));
     }
     ASSERT_OK(Reference(ops[k].one_shot,
-                        testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt8, kWs, ops[k].count),
+                        testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt8, ws, ops[k].count),
                         ip.data(), op.data()));
   }
   constexpr int kCalls = 20000;
@@ -437,11 +459,11 @@ TEST_F(TwoShotLocalTest, TwentyThousandMixedOneShotCallsStayCorrect) {
     ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
     if (i % 2500 == 2499) {
       ASSERT_OK(group_->Synchronize());
-      for (int r = 0; r < kWs; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
+      for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "call " << i;
       for (size_t j = 0; j < std::size(ops); ++j) {
-        for (int r = 0; r < kWs; ++r) {
+        for (int r = 0; r < ws; ++r) {
           std::vector<uint16_t> got(ops[j].count);
-          ASSERT_OK(gpu::SetDevice(r));
+          ASSERT_OK(gpu::SetDevice(group_->device(r)));
           ASSERT_OK(gpu::Memcpy(got.data(), bufs[j]->out[r], ops[j].count * 2));
           ASSERT_EQ(FirstDifference(got, want[j][r]), "") << "call " << i << " op " << j;
         }
