@@ -84,6 +84,11 @@ class Backend {
 
   // The sticky data-path error, or OK. Never blocks.
   [[nodiscard]] virtual Status Check() = 0;
+
+  // False once the data path has failed, even where no call has reported it
+  // yet (a GPU kernel that gave up after the last Check()). Never blocks and
+  // changes nothing: qr_should_all_reduce asks it before every call.
+  virtual bool Healthy() const = 0;
 };
 
 }  // namespace qr

@@ -63,7 +63,8 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
     return InvalidArgumentError("device " + std::to_string(o.device) +
                                 " is neither a GPU ordinal (>= 0) nor QR_DEVICE_HOST (-1)");
   }
-  return CreateGpuBackend(o.device, o.rank, o.world_size, config.op_timeout_ms);
+  return CreateGpuBackend(o.device, o.rank, o.world_size, config.op_timeout_ms,
+                          join_timeout.count());
 }
 
 StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
@@ -157,9 +158,10 @@ const Config& Communicator::config() const { return impl_->config; }
 uint64_t Communicator::generation() const { return impl_->left ? 0 : impl_->group->generation(); }
 
 bool Communicator::ShouldAllReduce(size_t bytes, DType dtype) const {
-  // Never blocks: the sticky error and the abort word say whether the group
-  // is healthy.
-  const bool healthy = !impl_->left && impl_->sticky.ok() &&
+  // Never blocks: the sticky error, the backend's own failure word (a GPU
+  // kernel that gave up since the last call) and the abort word say whether
+  // the group is healthy.
+  const bool healthy = !impl_->left && impl_->sticky.ok() && impl_->backend->Healthy() &&
                        __atomic_load_n(impl_->group->abort_word(), __ATOMIC_ACQUIRE) == 0;
   return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size, healthy);
 }

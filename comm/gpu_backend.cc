@@ -25,8 +25,12 @@ constexpr size_t kAbortPageBytes = 4096;
 
 class GpuBackend final : public Backend {
  public:
-  GpuBackend(int device, int rank, int world_size, int64_t op_timeout_ms)
-      : device_(device), rank_(rank), ws_(world_size), timeout_ms_(op_timeout_ms) {}
+  GpuBackend(int device, int rank, int world_size, int64_t op_timeout_ms, int64_t join_timeout_ms)
+      : device_(device),
+        rank_(rank),
+        ws_(world_size),
+        timeout_ms_(op_timeout_ms),
+        join_timeout_ms_(join_timeout_ms) {}
 
   ~GpuBackend() override {
     if (!gpu::SetDevice(device_).ok()) return;
@@ -139,7 +143,8 @@ class GpuBackend final : public Backend {
     a.colours = static_cast<uint32_t*>(state_);
     a.abort_word = abort_dev_;
     a.error_word = static_cast<uint32_t*>(error_dev_);
-    a.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
+    a.timeout_ticks = static_cast<uint64_t>(in_join_barrier_ ? join_timeout_ms_ : timeout_ms_) *
+                      static_cast<uint64_t>(ticks_per_ms_);
     a.stream = call.stream;
     a.one_shot = call.algorithm == Algorithm::kOneShot;
     // The stream belongs to our device; launch there and restore the
@@ -153,13 +158,13 @@ class GpuBackend final : public Backend {
 
   Status Check() override {
     if (!sticky_.ok()) return sticky_;
-    if (error_host_ == nullptr) return OkStatus();
-    const uint32_t e =
-        reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)->load(std::memory_order_acquire);
+    const uint32_t e = KernelError();
     if (e == kernels::kGpuErrorNone) return OkStatus();
     if (e == kernels::kGpuErrorTimeout) {
-      sticky_ = TimeoutError("rank " + std::to_string(rank_) + ": a GPU wait ran past " +
-                             std::to_string(timeout_ms_) + " ms (QR_OP_TIMEOUT_MS)");
+      sticky_ = TimeoutError(
+          "rank " + std::to_string(rank_) + ": a GPU wait ran past " +
+          (in_join_barrier_ ? std::to_string(join_timeout_ms_) + " ms (the join timeout)"
+                            : std::to_string(timeout_ms_) + " ms (QR_OP_TIMEOUT_MS)"));
       if (group_ != nullptr) {
         group_->RaiseAbort("rank " + std::to_string(rank_) + " timed out in a GPU wait")
             .IgnoreError();
@@ -171,13 +176,31 @@ class GpuBackend final : public Backend {
     return sticky_;
   }
 
+  bool Healthy() const override { return sticky_.ok() && KernelError() == kernels::kGpuErrorNone; }
+
  private:
+  // What a kernel of this rank wrote into the host-mapped error word.
+  uint32_t KernelError() const {
+    if (error_host_ == nullptr) return kernels::kGpuErrorNone;
+    return reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)->load(
+        std::memory_order_acquire);
+  }
+
   // A 16-byte FP all-reduce on a private stream. Once it completes, every
   // peer has written into this rank's buffer, so every peer has opened its
   // handle: without it a rank that leaves right after joining could free its
-  // buffer before a slower peer opened it. Bounded like any call (a dead peer
-  // raises the abort word; QR_OP_TIMEOUT_MS otherwise).
+  // buffer before a slower peer opened it. A dead peer raises the abort word;
+  // otherwise its waits give up after the join's timeout, not
+  // QR_OP_TIMEOUT_MS: peers reach the barrier as late as their mapping takes,
+  // which has nothing to do with how long one call may take.
   Status JoinBarrier() {
+    in_join_barrier_ = true;
+    Status s = RunJoinBarrier();
+    in_join_barrier_ = false;
+    return s;
+  }
+
+  Status RunJoinBarrier() {
     QR_ASSIGN_OR_RETURN(void* scratch, gpu::Malloc(16));
     auto stream = gpu::StreamCreate();
     if (!stream.ok()) {
@@ -203,6 +226,8 @@ class GpuBackend final : public Backend {
   int max_blocks_ = 0;
   int64_t ticks_per_ms_ = 0;
   const int64_t timeout_ms_;
+  const int64_t join_timeout_ms_;
+  bool in_join_barrier_ = false;
   kernels::TwoShotLayout layout_;
   void* buffer_ = nullptr;
   void* state_ = nullptr;
@@ -219,7 +244,8 @@ class GpuBackend final : public Backend {
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size,
-                                                     int64_t op_timeout_ms) {
+                                                     int64_t op_timeout_ms,
+                                                     int64_t join_timeout_ms) {
   if (world_size != 2 && world_size != 4 && world_size != 8) {
     return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
   }
@@ -227,16 +253,17 @@ StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int wo
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(world_size) + ")");
   }
-  if (op_timeout_ms <= 0) {
-    return InvalidArgumentError("op_timeout_ms must be positive, got " +
-                                std::to_string(op_timeout_ms));
+  if (op_timeout_ms <= 0 || join_timeout_ms <= 0) {
+    return InvalidArgumentError("op_timeout_ms and join_timeout_ms must be positive, got " +
+                                std::to_string(op_timeout_ms) + " and " +
+                                std::to_string(join_timeout_ms));
   }
   const int n = gpu::DeviceCount();
   if (device < 0 || device >= n) {
     return UnavailableError("GPU " + std::to_string(device) + " does not exist (" +
                             std::to_string(n) + " visible)");
   }
-  auto b = std::make_unique<GpuBackend>(device, rank, world_size, op_timeout_ms);
+  auto b = std::make_unique<GpuBackend>(device, rank, world_size, op_timeout_ms, join_timeout_ms);
   QR_RETURN_IF_ERROR(b->Init());
   return std::unique_ptr<Backend>(std::move(b));
 }

@@ -26,13 +26,16 @@ namespace qr {
 
 // A backend for `rank` of a `world_size` group on GPU `device` (an ordinal of
 // this process); every wait in its kernels gives up after `op_timeout_ms`
-// (QR_OP_TIMEOUT_MS, comm/config.h). Errors: kInvalidArgument (bad rank / world size / device),
+// (QR_OP_TIMEOUT_MS, comm/config.h), except those of the join barrier at the
+// end of Connect(), which wait for the slowest peer to map its buffers and
+// give up after `join_timeout_ms` (the join's timeout). Errors: kInvalidArgument (bad rank / world size / device),
 // kUnavailable (no such GPU, no GPU runtime), kInternal (runtime errors).
 // The destructor waits for this device's work (bounded by the kernels' own
 // timeouts), then unmaps and frees everything.
 [[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank,
                                                                   int world_size,
-                                                                  int64_t op_timeout_ms);
+                                                                  int64_t op_timeout_ms,
+                                                                  int64_t join_timeout_ms);
 
 }  // namespace qr
 

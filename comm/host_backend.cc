@@ -203,6 +203,7 @@ class HostBackend final : public Backend {
   }
 
   Status Check() override { return sticky_; }
+  bool Healthy() const override { return sticky_.ok(); }
 
  private:
   Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {

@@ -1,13 +1,15 @@
 // The GPU backend through the real stack: one process per GPU (fork+exec of
 // this binary), a private broker, the C++ communicator API. Checks bits
 // against the host reference for every codec and dtype, graph capture and
-// replay with new inputs, and that SIGKILL of one rank mid-stream drains the
-// survivor's stream within 1 s with kPeerFailed.
+// replay with new inputs, that SIGKILL of one rank mid-stream drains the
+// survivor's stream within 1 s with kPeerFailed, and that a GPU wait that
+// times out turns ShouldAllReduce false before anything else reports it.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -202,6 +204,52 @@ int StreamWorker(const WorkerArgs& a) {
   return 0;
 }
 
+// Rank 0 calls alone, so its kernel's waits run out (QR_OP_TIMEOUT_MS=300).
+// Once its stream has drained, ShouldAllReduce must say no at once, before
+// any Check() or AllReduce() has seen the failure; Check() then reports
+// kTimeout. Rank 1 waits for rank 0 to finish, then leaves.
+int TimeoutWorker(const WorkerArgs& a) {
+  ::setenv("QR_OP_TIMEOUT_MS", "300", 1);
+  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  auto comm = Communicator::Join(GpuOptions(a));
+  WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
+  const std::string done = PathOf(a, "done", 0);
+  if (a.rank() == 1) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (::access(done.c_str(), F_OK) != 0) {
+      WORKER_CHECK(std::chrono::steady_clock::now() < give_up, 4, "rank 0 never finished");
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    (*comm)->Leave().IgnoreError();
+    return 0;
+  }
+  auto stream = gpu::StreamCreate();
+  WORKER_CHECK(stream.ok(), 5, "stream");
+  const int64_t count = 8 << 20;  // 16 MiB: two-shot
+  const size_t bytes = static_cast<size_t>(count) * 2;
+  DeviceIo io;
+  io.in = *gpu::Malloc(bytes);
+  io.out = *gpu::Malloc(bytes);
+  WORKER_CHECK((*comm)->ShouldAllReduce(bytes, DType::kFloat16), 6, "unhealthy before the call");
+  Status s = (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kInt4, false, *stream);
+  WORKER_CHECK(s.ok(), 7, "enqueue: %s", s.ToString().c_str());
+  const auto enqueued = std::chrono::steady_clock::now();
+  WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 8, "sync");
+  std::fprintf(stderr, "rank 0: the timed-out call drained after %.0f ms\n",
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                         enqueued)
+                   .count());
+  WORKER_CHECK(!(*comm)->ShouldAllReduce(bytes, DType::kFloat16), 9,
+               "ShouldAllReduce still says yes after the kernel timed out");
+  s = (*comm)->Check();
+  WORKER_CHECK(s.code() == StatusCode::kTimeout, 10, "check: %s", s.ToString().c_str());
+  WORKER_CHECK(!(*comm)->ShouldAllReduce(bytes, DType::kFloat16), 11, "healthy after check");
+  WORKER_CHECK(WriteFile(done, "1\n"), 12, "write");
+  gpu::StreamDestroy(*stream);
+  (*comm)->Leave().IgnoreError();
+  return 0;
+}
+
 // Joins and leaves at once, many times, each cycle its own group. Without the
 // backend's join barrier a rank could free its buffer before the slower rank
 // had opened its IPC handle, failing that rank's join.
@@ -236,6 +284,10 @@ TEST_F(GpuBackendTest, LeavingRightAfterJoinNeverFailsTheSlowerRank) {
   RunWorkers("cycle", 2, {}, std::chrono::seconds(120));
 }
 
+TEST_F(GpuBackendTest, TimedOutKernelMakesShouldAllReduceSayNoAtOnce) {
+  RunWorkers("timeout", 2, {}, std::chrono::seconds(120));
+}
+
 TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
   const std::string group = UniqueGroup("gpukill");
   std::vector<pid_t> pids = SpawnWorkers("stream", group, 2);
@@ -268,5 +320,6 @@ int main(int argc, char** argv) {
   return qr::testing::E2eMain(argc, argv,
                               {{"sweep", &qr::testing::SweepWorker},
                                {"stream", &qr::testing::StreamWorker},
+                               {"timeout", &qr::testing::TimeoutWorker},
                                {"cycle", &qr::testing::CycleWorker}});
 }
