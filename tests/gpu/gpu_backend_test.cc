@@ -210,10 +210,19 @@ int StreamWorker(const WorkerArgs& a) {
 // kTimeout. Rank 1 waits for rank 0 to finish, then leaves.
 int TimeoutWorker(const WorkerArgs& a) {
   ::setenv("QR_OP_TIMEOUT_MS", "300", 1);
+  ::setenv("QR_QUANTIZATION", "INT4", 1);  // ShouldAllReduce declines regime NONE
+  const std::string done = PathOf(a, "done", 0);
+  // Rank 0 lets rank 1 go however it ends.
+  struct Done {
+    const std::string& path;
+    bool write;
+    ~Done() {
+      if (write) WriteFile(path, "1\n");
+    }
+  } done_on_exit{done, a.rank() == 0};
   WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
   auto comm = Communicator::Join(GpuOptions(a));
   WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
-  const std::string done = PathOf(a, "done", 0);
   if (a.rank() == 1) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (::access(done.c_str(), F_OK) != 0) {
@@ -230,7 +239,8 @@ int TimeoutWorker(const WorkerArgs& a) {
   DeviceIo io;
   io.in = *gpu::Malloc(bytes);
   io.out = *gpu::Malloc(bytes);
-  WORKER_CHECK((*comm)->ShouldAllReduce(bytes, DType::kFloat16), 6, "unhealthy before the call");
+  WORKER_CHECK((*comm)->ShouldAllReduce(bytes, DType::kFloat16), 6,
+               "ShouldAllReduce says no before the call");
   Status s = (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kInt4, false, *stream);
   WORKER_CHECK(s.ok(), 7, "enqueue: %s", s.ToString().c_str());
   const auto enqueued = std::chrono::steady_clock::now();
@@ -244,7 +254,6 @@ int TimeoutWorker(const WorkerArgs& a) {
   s = (*comm)->Check();
   WORKER_CHECK(s.code() == StatusCode::kTimeout, 10, "check: %s", s.ToString().c_str());
   WORKER_CHECK(!(*comm)->ShouldAllReduce(bytes, DType::kFloat16), 11, "healthy after check");
-  WORKER_CHECK(WriteFile(done, "1\n"), 12, "write");
   gpu::StreamDestroy(*stream);
   (*comm)->Leave().IgnoreError();
   return 0;
