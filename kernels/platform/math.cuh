@@ -91,19 +91,23 @@ QR_DEVICE_INLINE uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// Lane-wise minimum of two pairs of unsigned 16-bit integers.
+QR_DEVICE_INLINE uint32_t MinU16x2(uint32_t a, uint32_t b) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  const uint32_t lo = min(a & 0xffffu, b & 0xffffu);
+  const uint32_t hi = min(a >> 16, b >> 16);
+  return lo | (hi << 16);
+#endif
+}
+
 // Each 16-bit lane of x clamped to [lo, hi] (unsigned; lo and hi hold the
 // same bound in both lanes).
 QR_DEVICE_INLINE uint32_t ClampU16x2(uint32_t x, uint32_t lo, uint32_t hi) {
-#if QR_PLATFORM_CUDA
-  uint32_t r;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(lo));
-  asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(r), "r"(hi));
-  return r;
-#else
-  const uint32_t l = min(max(x & 0xffffu, lo & 0xffffu), hi & 0xffffu);
-  const uint32_t h = min(max(x >> 16, lo >> 16), hi >> 16);
-  return l | (h << 16);
-#endif
+  return MinU16x2(MaxU16x2(x, lo), hi);
 }
 
 // Byte k of the result is byte (selector >> 4k) & 7 of the 8 bytes
