@@ -137,6 +137,8 @@ class Communicator:
         self._rank = rank
         self._world_size = world_size
         self._config = json.loads(lib.qr_config_json(handle).decode())
+        self._default_regime = Regime[self._config["regime"]]
+        self._default_cast = bool(self._config["cast_bf16_to_fp16"])
         self._name = name or group
         _register(self._name, self)
 
@@ -184,9 +186,8 @@ class Communicator:
         return self._c
 
     def _regime_cast(self, regime, cast_bf16_to_fp16):
-        r = Regime.parse(regime) if regime is not None else Regime[self._config["regime"]]
-        cast = (self._config["cast_bf16_to_fp16"] if cast_bf16_to_fp16 is None
-                else bool(cast_bf16_to_fp16))
+        r = self._default_regime if regime is None else Regime.parse(regime)
+        cast = self._default_cast if cast_bf16_to_fp16 is None else bool(cast_bf16_to_fp16)
         return r, cast
 
     def should_all_reduce(self, x, *, regime=None, cast_bf16_to_fp16=None, dtype=None):
@@ -219,7 +220,9 @@ class Communicator:
         bits). Raises InvalidArgument before anything is sent for a wrong dtype,
         device, layout, alignment or size, and the group's failure as
         PeerFailed / Timeout."""
-        c = self._handle("all_reduce")
+        c = self._c
+        if c is None:
+            self._handle("all_reduce")
         forced = DType.parse(dtype) if dtype is not None else None
         buf = describe(x, forced, "input")
         why = buf.problem(self._device, "input")
@@ -238,11 +241,11 @@ class Communicator:
                                       % (obuf.nbytes, obuf.dtype.name, buf.nbytes, buf.dtype.name))
         stream = None if self._device is None else _cuda_stream(self._device)
         if regime is None and cast_bf16_to_fp16 is None:
-            st = self._lib.qr_all_reduce(c, buf.ptr, obuf.ptr, buf.count, int(buf.dtype), stream)
+            st = self._lib.qr_all_reduce(c, buf.ptr, obuf.ptr, buf.count, buf.dtype, stream)
         else:
             r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
-            st = self._lib.qr_all_reduce_ex(c, buf.ptr, obuf.ptr, buf.count, int(buf.dtype),
-                                            int(r), int(cast), stream)
+            st = self._lib.qr_all_reduce_ex(c, buf.ptr, obuf.ptr, buf.count, buf.dtype, r, cast,
+                                            stream)
         if st:
             _lib.check_status(st)
         return out
@@ -250,14 +253,17 @@ class Communicator:
     def all_reduce_ptr(self, inp, out, count, dtype, *, regime=None, cast_bf16_to_fp16=None,
                        stream=None):
         """The pointer-level call (addresses as ints), for code that has its own buffers."""
-        c = self._handle("all_reduce_ptr")
+        c = self._c
+        if c is None:
+            self._handle("all_reduce_ptr")
         d = DType.parse(dtype)
         if regime is None and cast_bf16_to_fp16 is None:
-            st = self._lib.qr_all_reduce(c, inp, out, count, int(d), stream)
+            st = self._lib.qr_all_reduce(c, inp, out, count, d, stream)
         else:
             r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
-            st = self._lib.qr_all_reduce_ex(c, inp, out, count, int(d), int(r), int(cast), stream)
-        _lib.check_status(st)
+            st = self._lib.qr_all_reduce_ex(c, inp, out, count, d, r, cast, stream)
+        if st:
+            _lib.check_status(st)
 
     def check(self):
         """Raises the group's failure (PeerFailed / Timeout, sticky); never blocks."""
