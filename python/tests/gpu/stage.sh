@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 targets=(//comm:libquickreduce.so //ipc/broker:qr-broker //tools:qrctl //python/bench:qr_call_loop)
-flags=(-c opt)
+flags=(-c opt --dynamic_mode=off)  # as tools/gpu/stage.sh: the same cache entries
 ./bazelw build "${flags[@]}" "${targets[@]}"
 bin=$(./bazelw info "${flags[@]}" bazel-bin 2>/dev/null)
 rm -rf .device/python
