@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 
-from ._backend import QuickReduceBackend
+from ._backend import WORLD_SIZES, QuickReduceBackend, wrap_init
 
 logger = logging.getLogger("quickreduce")
 
@@ -46,36 +46,26 @@ def _apply_env_aliases():
 
 def install(group_coordinator_class):
     """Wraps group_coordinator_class.__init__ (idempotent)."""
-    original = group_coordinator_class.__init__
-    if getattr(original, "_quickreduce", False):
-        return
     first = os.environ.get("QR_SGLANG_FIRST") == "1"
 
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        try:
-            name = str(getattr(self, "unique_name", ""))
-            if not name.startswith("tp") or getattr(self, "world_size", None) not in (2, 4, 8):
-                return
-            current = getattr(self, "qr_comm", None)
-            if current is not None and not getattr(current, "disabled", True):
-                return  # SGLang's own quick reduce is active (ROCm)
-            backend = QuickReduceBackend(self.cpu_group, self.device,
-                                         label="sglang-" + name.replace(":", "-"))
-            if backend.disabled:
-                return
-            self.qr_comm = backend
-            ca = getattr(self, "ca_comm", None)
-            if first and ca is not None and hasattr(ca, "should_custom_ar"):
-                native = ca.should_custom_ar
-                ca.should_custom_ar = lambda t: (not backend.should_quick_allreduce(t)
-                                                 and native(t))
-        except Exception as e:
-            logger.warning("quickreduce: not installed into %s: %s", type(self).__name__, e)
+    def after(self):
+        name = str(getattr(self, "unique_name", ""))
+        if not name.startswith("tp") or getattr(self, "world_size", None) not in WORLD_SIZES:
+            return
+        current = getattr(self, "qr_comm", None)
+        if current is not None and not getattr(current, "disabled", True):
+            return  # SGLang's own quick reduce is active (ROCm)
+        backend = QuickReduceBackend(self.cpu_group, self.device,
+                                     label="sglang-" + name.replace(":", "-"))
+        if backend.disabled:
+            return
+        self.qr_comm = backend
+        ca = getattr(self, "ca_comm", None)
+        if first and ca is not None and hasattr(ca, "should_custom_ar"):
+            native = ca.should_custom_ar
+            ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native(t)
 
-    __init__._quickreduce = True
-    __init__.__wrapped__ = original
-    group_coordinator_class.__init__ = __init__
+    wrap_init(group_coordinator_class, after)
 
 
 def patch(module=None):

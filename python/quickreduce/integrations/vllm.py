@@ -25,7 +25,7 @@ vLLM without these names gets a warning, not an error.
 import logging
 import os
 
-from ._backend import QuickReduceBackend
+from ._backend import WORLD_SIZES, QuickReduceBackend, wrap_init
 
 logger = logging.getLogger("quickreduce")
 
@@ -47,34 +47,24 @@ def _is_tp(unique_name):
 
 def install(cuda_communicator_class):
     """Wraps cuda_communicator_class.__init__ (idempotent)."""
-    original = cuda_communicator_class.__init__
-    if getattr(original, "_quickreduce", False):
-        return
     keep_native = os.environ.get("QR_VLLM_KEEP_NATIVE") == "1"
 
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        try:
-            name = getattr(self, "unique_name", "")
-            ws = getattr(self, "world_size", None)
-            if not _is_tp(name) or ws not in (2, 4, 8):
-                return
-            native = getattr(self, "qr_comm", None)
-            if native is not None and not getattr(native, "disabled", True) and keep_native:
-                return
-            backend = QuickReduceBackend(self.cpu_group, self.device, label="vllm-" + name
-                                         .replace(":", "-"))
-            if backend.disabled:
-                return
-            if native is not None and hasattr(native, "close"):
-                native.close()
-            self.qr_comm = backend
-        except Exception as e:
-            logger.warning("quickreduce: not installed into %s: %s", type(self).__name__, e)
+    def after(self):
+        name = getattr(self, "unique_name", "")
+        if not _is_tp(name) or getattr(self, "world_size", None) not in WORLD_SIZES:
+            return
+        native = getattr(self, "qr_comm", None)
+        if native is not None and not getattr(native, "disabled", True) and keep_native:
+            return
+        backend = QuickReduceBackend(self.cpu_group, self.device,
+                                     label="vllm-" + name.replace(":", "-"))
+        if backend.disabled:
+            return
+        if native is not None and hasattr(native, "close"):
+            native.close()
+        self.qr_comm = backend
 
-    __init__._quickreduce = True
-    __init__.__wrapped__ = original
-    cuda_communicator_class.__init__ = __init__
+    wrap_init(cuda_communicator_class, after)
 
 
 def register():
