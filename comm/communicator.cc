@@ -1,7 +1,5 @@
 #include "comm/communicator.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -18,6 +16,7 @@
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
+#include "common/logging.h"
 #include "ipc/names.h"
 
 namespace qr {
@@ -139,8 +138,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     impl->group->Leave().IgnoreError();
     return s.WithContext("joining " + where + ": ");
   }
-  spdlog::debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
-                impl->group->segment_name());
+  Log().debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
+              impl->group->segment_name());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -148,7 +147,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   Status s = Leave();
-  if (!s.ok()) spdlog::warn("leaving group {}: {}", impl_->options.group, s.ToString());
+  if (!s.ok()) Log().warn("leaving group {}: {}", impl_->options.group, s.ToString());
 }
 
 int Communicator::rank() const { return impl_->options.rank; }

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "common/logging.h"
 
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -37,7 +37,7 @@ class GpuBackend final : public Backend {
     // Kernels in flight read the peers' buffers and the abort page; they end
     // on their own (done, aborted or timed out) before anything is unmapped.
     Status s = gpu::DeviceSynchronize();
-    if (!s.ok()) spdlog::warn("GPU backend rank {}: {}", rank_, s.ToString());
+    if (!s.ok()) Log().warn("GPU backend rank {}: {}", rank_, s.ToString());
     if (abort_registered_ != nullptr) gpu::HostUnregister(abort_registered_);
     // peers_ is empty when Init failed before filling it.
     for (size_t r = 0; r < peers_.size(); ++r) {

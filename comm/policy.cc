@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/logging.h"
 #include "kernels/one_shot_reference.h"
-#include "spdlog/spdlog.h"
 
 namespace qr {
 namespace {
@@ -79,7 +79,7 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
     std::string reason = "INT3 is only supported at world size 2, this group has " +
                          std::to_string(world_size);
     static std::once_flag logged;
-    std::call_once(logged, [&] { spdlog::warn("quick-reduce declines: {}", reason); });
+    std::call_once(logged, [&] { Log().warn("quick-reduce declines: {}", reason); });
     return Decline(why_not, std::move(reason));
   }
   if (bytes % 16 != 0) {
