@@ -14,10 +14,11 @@
 #include "comm/host_backend.h"
 #include "comm/policy.h"
 #include "common/env.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
-#include "common/logging.h"
 #include "ipc/names.h"
+#include "kernels/platform/platform.h"
 
 namespace qr {
 
@@ -104,7 +105,12 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     return InvalidArgumentError("rank " + std::to_string(options.rank) + " is outside [0, " +
                                 std::to_string(options.world_size) + ")");
   }
-  QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
+  // The library's logger reads QR_LOG_LEVEL once; a bad value is an error
+  // here like every other setting, not silently ignored.
+  QR_RETURN_IF_ERROR(LogLevelFromEnv().status());
+  // The defaults follow the backend the group actually runs.
+  const Platform platform = options.device == kDeviceHost ? Platform::kHost : GpuPlatform();
+  QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv(platform));
   QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
                       JoinTimeout(options.timeout_ms));
   QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config, join_timeout));
@@ -186,8 +192,8 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   }
   if (regime == Regime::kNone) {
     return UnsupportedError(
-        "all_reduce: regime NONE declines quick-reduce (set QR_QUANTIZATION to FP, INT8, INT6, "
-        "INT4 or INT3, or call qr_all_reduce_ex with a regime)");
+        "all_reduce: regime NONE declines quick-reduce (QR_QUANTIZATION=NONE disables it: unset "
+        "it for FP or set INT8, INT6, INT4 or INT3, or call qr_all_reduce_ex with a regime)");
   }
   if (regime == Regime::kInt3 && options.world_size != 2) {
     return UnsupportedError("all_reduce: INT3 needs world size 2, this group has " +

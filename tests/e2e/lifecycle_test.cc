@@ -170,7 +170,7 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
     EXPECT_OK((*c)->Leave());
   });
   ASSERT_EQ(failures, 0);
-  ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv());  // as the communicators did
+  ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv(Platform::kHost));  // as they did
   for (size_t i = 0; i < cases.size(); ++i) {
     const demo::Verdict v = VerifyCase(cases[i], 4, AlgorithmOf(config, cases[i], 4),
                                        outputs[0][i].data());
@@ -185,6 +185,7 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
 // collective step: the ranks' next valid call still matches up.
 TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
   ::setenv("QR_MAX_SIZE_BYTES_MB", "1", 1);
+  ::setenv("QR_QUANTIZATION", "NONE", 1);
   const std::string group = UniqueGroup("args");
   std::atomic<int> failures{0};
   OnThreads(4, [&](int rank) {
@@ -218,7 +219,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
                 StatusIs(StatusCode::kUnsupported, HasSubstr("NONE")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, static_cast<DType>(3), Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("dtype")));
-    // The configured regime is NONE (QR_QUANTIZATION unset).
+    // The configured regime is NONE (set explicitly: unset means FP).
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("QR_QUANTIZATION")));
     EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));  // no-op
@@ -240,6 +241,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     EXPECT_THAT(c.Check(), StatusIs(StatusCode::kInvalidArgument));
   });
   ::unsetenv("QR_MAX_SIZE_BYTES_MB");
+  ::unsetenv("QR_QUANTIZATION");
   EXPECT_EQ(failures, 0);
 }
 

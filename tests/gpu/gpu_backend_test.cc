@@ -44,7 +44,7 @@ JoinOptions GpuOptions(const WorkerArgs& a) {
 // The algorithm the communicator picks for `count` elements (the policy under
 // this process's environment), so results are checked against its reference.
 Algorithm Expected(int64_t count, int world_size) {
-  auto config = LoadConfigFromEnv();
+  auto config = LoadConfigFromEnv(GpuPlatform());
   return ChooseAlgorithm(config.ok() ? *config : Config{}, static_cast<size_t>(count) * 2,
                          world_size);
 }
