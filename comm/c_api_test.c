@@ -89,6 +89,21 @@ static int run_rank(const char* group, int rank) {
   EXPECT(qr_all_reduce_ex(c, in, out, kCount, QR_FLOAT16, (qr_regime)9, 0, NULL) ==
          QR_INVALID_ARGUMENT);
   EXPECT(qr_all_reduce_ex(c, in, out, 0, QR_FLOAT16, QR_REGIME_FP, 0, NULL) == QR_OK);
+  /* Misaligned (a view at element 1) or partially overlapping pointers. */
+  EXPECT(qr_all_reduce_ex(c, in + 1, out, 64, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
+         QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "not 16-byte aligned"));
+  {
+    char address[32];
+    snprintf(address, sizeof address, "in (%p)", (void*)(in + 1));
+    EXPECT(contains(qr_last_error(), address));
+  }
+  EXPECT(qr_all_reduce(c, in, out + 4, 64, QR_BFLOAT16, NULL) == QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "out ("));
+  EXPECT(qr_all_reduce_ex(c, out, out + 8, 64, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
+         QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "overlap without being equal"));
+  EXPECT(qr_check(c) == QR_OK);
   EXPECT(qr_should_all_reduce(c, 15, QR_FLOAT16) == 0);
   /* Nothing set (main clears the QR_* policy variables): the configured
    * regime is FP with no floor on the host backend, so small calls are taken

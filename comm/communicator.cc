@@ -1,7 +1,9 @@
 #include "comm/communicator.h"
 
 #include <chrono>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <string>
@@ -73,10 +75,36 @@ StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
   return std::chrono::milliseconds(ms);
 }
 
-bool Overlap(const void* a, const void* b, size_t bytes) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a);
-  const uintptr_t y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
+std::string Address(const void* p) {
+  char text[2 + 2 * sizeof(uintptr_t) + 1];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return text;
+}
+
+// Checked here, before any backend sees the call, so both backends refuse
+// the same pointers and a GPU kernel never runs on them: the kernels load and
+// store 16 bytes at a time (a misaligned address faults the GPU, and the
+// fault kills the context), and a partial overlap would have ranks read
+// input that their own output already overwrote.
+Status CheckPointers(const void* in, const void* out, size_t bytes) {
+  constexpr uintptr_t kAlign = 16;
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"in", in}, {"out", out}}) {
+    if (reinterpret_cast<uintptr_t>(p) % kAlign != 0) {
+      return InvalidArgumentError(std::string("all_reduce: ") + name + " (" + Address(p) +
+                                  ") is not 16-byte aligned (a view that starts inside an "
+                                  "allocation, at element 1 say, is not)");
+    }
+  }
+  const uintptr_t x = reinterpret_cast<uintptr_t>(in);
+  const uintptr_t y = reinterpret_cast<uintptr_t>(out);
+  // Overflow-free form of "the ranges [x, x+bytes) and [y, y+bytes) meet".
+  const bool overlap = x < y ? y - x < bytes : x - y < bytes;
+  if (in != out && overlap) {
+    return InvalidArgumentError("all_reduce: in (" + Address(in) + ") and out (" + Address(out) +
+                                ") overlap without being equal (" + std::to_string(bytes) +
+                                " bytes each; pass in == out for in place)");
+  }
+  return OkStatus();
 }
 
 // Every member published its one-shot ceiling (JoinParams::agreed); every
@@ -217,9 +245,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
         "all_reduce: message of " + std::to_string(bytes) + " bytes exceeds the maximum of " +
         std::to_string(config.max_size_bytes) + " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
-  if (in != out && Overlap(in, out, bytes)) {
-    return InvalidArgumentError("all_reduce: in and out overlap without being equal");
-  }
+  QR_RETURN_IF_ERROR(CheckPointers(in, out, bytes));
   QR_RETURN_IF_ERROR(Health(/*poll_broker=*/false));
 
   AllReduceCall call;

@@ -80,7 +80,9 @@ int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
 /* Sums `count` elements of `dtype` across the group into out (in == out
  * allowed) with the configured regime; FP below the quantization threshold
  * (QR_QUANTIZATION_MIN_SIZE_KB). count == 0 is a no-op. The message must be a
- * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB. Every rank must make
+ * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB; in and out must be
+ * 16-byte aligned and either equal or disjoint (else QR_INVALID_ARGUMENT
+ * naming the addresses, before anything runs). Every rank must make
  * the same sequence of calls with the same count, dtype and regime.
  * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNSUPPORTED (regime NONE, INT3 with
  * world size != 2), QR_PEER_FAILED, QR_TIMEOUT, QR_INTERNAL. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -30,7 +31,15 @@
 namespace qr::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// How error messages print an address.
+std::string Hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return text;
+}
 
 class Barrier {
  public:
@@ -213,6 +222,24 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_MAX_SIZE_BYTES_MB")));
     EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 8, 64, f16, Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
+    // Overlapping by 16 bytes at either end, with both addresses named.
+    EXPECT_THAT(c.AllReduce(buf.data() + 56, buf.data(), 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("overlap without being equal"),
+                               HasSubstr(Hex(buf.data() + 56)), HasSubstr(Hex(buf.data())))));
+    EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 56, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
+    // A view starting at element 1 (2 bytes in) is not 16-byte aligned.
+    EXPECT_THAT(c.AllReduce(buf.data() + 1, out.data(), 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("in (" + Hex(buf.data() + 1) + ")"),
+                               HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data() + 4, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("out (" + Hex(out.data() + 4) + ")"),
+                               HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(c.AllReduce(buf.data() + 1, buf.data() + 1, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("not 16-byte aligned")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kInt3, false),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("INT3 needs world size 2")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kNone, false),

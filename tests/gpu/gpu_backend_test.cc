@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,6 +21,7 @@
 #include "comm/config.h"
 #include "comm/policy.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/platform/platform.h"
 #include "kernels/two_shot_reference.h"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
@@ -276,6 +278,58 @@ int CycleWorker(const WorkerArgs& a) {
   return 0;
 }
 
+// With nothing set, a GPU group takes a 16 KiB fp16 call (FP, no floor on
+// NVIDIA) and reduces bf16 natively; bad pointers are QR_INVALID_ARGUMENT
+// naming the address, before any launch: the group stays healthy and the
+// next call is bit-exact.
+int DefaultsAndBadPointersWorker(const WorkerArgs& a) {
+  for (const char* v : {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+                        "QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
+                        "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
+                        "QR_MIN_SIZE_TABLE"}) {
+    ::unsetenv(v);
+  }
+  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  auto comm = Communicator::Join(GpuOptions(a));
+  WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
+  Communicator& c = **comm;
+  WORKER_CHECK(c.config().platform == GpuPlatform(), 4, "platform %s",
+               PlatformName(c.config().platform));
+  WORKER_CHECK(c.config().regime == Regime::kFp, 5, "default regime %s",
+               RegimeName(c.config().regime));
+  WORKER_CHECK(c.ShouldAllReduce(16 << 10, DType::kFloat16), 6,
+               "an unset environment declines 16 KiB fp16");
+  if (GpuPlatform() == Platform::kNvidia) {
+    WORKER_CHECK(!c.config().cast_bf16_to_fp16, 7, "bf16 cast on by default on NVIDIA");
+  }
+  auto stream = gpu::StreamCreate();
+  WORKER_CHECK(stream.ok(), 8, "stream");
+  const int64_t count = 8192;
+  DeviceIo io;
+  io.in = *gpu::Malloc(count * 2 + 64);
+  io.out = *gpu::Malloc(count * 2 + 64);
+  char* in = static_cast<char*>(io.in);
+  char* out = static_cast<char*>(io.out);
+  auto refused = [&](const void* i, void* o, const void* named, const char* what) {
+    Status s = c.AllReduce(i, o, count, DType::kFloat16, Regime::kFp, false, *stream);
+    char address[32];
+    std::snprintf(address, sizeof(address), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(named));
+    return s.code() == StatusCode::kInvalidArgument &&
+           s.message().find(what) != std::string::npos &&
+           s.message().find(address) != std::string::npos;
+  };
+  WORKER_CHECK(refused(in + 2, out, in + 2, "not 16-byte aligned"), 9, "misaligned in");
+  WORKER_CHECK(refused(in, out + 8, out + 8, "not 16-byte aligned"), 10, "misaligned out");
+  WORKER_CHECK(refused(in, in + 16, in + 16, "overlap"), 11, "overlapping in/out");
+  WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 12, "sync after the refused calls");
+  WORKER_CHECK(c.Check().ok(), 13, "check after the refused calls");
+  WORKER_CHECK(c.ShouldAllReduce(16 << 10, DType::kFloat16), 14, "unhealthy after refusals");
+  const int rc = RunOne(c, a, Codec::kFp, DType::kFloat16, false, count, 77, *stream, io);
+  if (rc != 0) return rc;
+  gpu::StreamDestroy(*stream);
+  return c.Leave().ok() ? 0 : 15;
+}
+
 class GpuBackendTest : public E2eTest {
  protected:
   void SetUp() override {
@@ -295,6 +349,10 @@ TEST_F(GpuBackendTest, LeavingRightAfterJoinNeverFailsTheSlowerRank) {
 
 TEST_F(GpuBackendTest, TimedOutKernelMakesShouldAllReduceSayNoAtOnce) {
   RunWorkers("timeout", 2, {}, std::chrono::seconds(120));
+}
+
+TEST_F(GpuBackendTest, DefaultsTakeSmallCallsAndBadPointersAreRefusedBeforeLaunch) {
+  RunWorkers("defaults", 2, {}, std::chrono::seconds(120));
 }
 
 TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
@@ -330,5 +388,6 @@ int main(int argc, char** argv) {
                               {{"sweep", &qr::testing::SweepWorker},
                                {"stream", &qr::testing::StreamWorker},
                                {"timeout", &qr::testing::TimeoutWorker},
-                               {"cycle", &qr::testing::CycleWorker}});
+                               {"cycle", &qr::testing::CycleWorker},
+                               {"defaults", &qr::testing::DefaultsAndBadPointersWorker}});
 }
