@@ -42,9 +42,9 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// One rank's life in the host program: join, one all-reduce, leave. 0 when
-// all of it succeeded, else a code saying which step failed.
-int JoinReduceLeave(const std::string& group, int rank) {
+// Rank `rank` of the 2-rank host-backend group `group` (which must outlive
+// the options).
+qr_join_options Options(const std::string& group, int rank) {
   qr_join_options o;
   std::memset(&o, 0, sizeof(o));
   o.group = group.c_str();
@@ -52,6 +52,13 @@ int JoinReduceLeave(const std::string& group, int rank) {
   o.world_size = 2;
   o.device = QR_DEVICE_HOST;
   o.timeout_ms = 20000;
+  return o;
+}
+
+// One rank's life in the host program: join, one all-reduce, leave. 0 when
+// all of it succeeded, else a code saying which step failed.
+int JoinReduceLeave(const std::string& group, int rank) {
+  const qr_join_options o = Options(group, rank);
   qr_comm* c = nullptr;
   if (qr_join(&o, &c) != QR_OK) {
     std::fprintf(stdout, "rank %d: join: %s\n", rank, qr_last_error());
@@ -143,12 +150,7 @@ TEST_F(LibraryLoggingTest, LevelOffSilencesWhatDebugShows) {
 
 TEST_F(LibraryLoggingTest, BadLevelIsAJoinError) {
   auto run = [](const std::string& group, int rank) {
-    qr_join_options o;
-    std::memset(&o, 0, sizeof(o));
-    o.group = group.c_str();
-    o.rank = rank;
-    o.world_size = 2;
-    o.device = QR_DEVICE_HOST;
+    const qr_join_options o = Options(group, rank);
     qr_comm* c = nullptr;
     if (qr_join(&o, &c) != QR_INVALID_ARGUMENT || c != nullptr) return 30;
     return std::strstr(qr_last_error(), "QR_LOG_LEVEL='chatty'") != nullptr ? 0 : 31;
