@@ -152,6 +152,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   p.buffer_bytes = impl->backend->buffer_bytes();
   p.agreed = OneShotCeilingBytes(impl->config, options.world_size);
   p.timeout = join_timeout;
+  p.allow_shared_device = impl->config.allow_shared_device;
   QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
   QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
 

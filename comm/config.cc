@@ -143,6 +143,7 @@ StatusOr<Config> LoadConfigFromEnv(Platform platform) {
   if (one_shot_kb.has_value()) config.one_shot_max_bytes = *one_shot_kb * kKiB;
   QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
                                                    kMaxOpTimeoutMs));
+  QR_ASSIGN_OR_RETURN(config.allow_shared_device, EnvBool({"QR_ALLOW_SHARED_DEVICE"}, false));
   if (auto table_path = LookupEnv(kMinSizeTable)) {
     StatusOr<std::string> text = ReadFile(table_path->value);
     if (!text.ok()) {

@@ -74,6 +74,11 @@ struct Config {
   // QR_OP_TIMEOUT_MS: bound of every single wait of the data path (a wait
   // that runs out fails the call with kTimeout and aborts the group).
   int64_t op_timeout_ms = kDefaultOpTimeoutMs;
+  // QR_ALLOW_SHARED_DEVICE=1: this rank agrees to share its GPU with other
+  // ranks of the group. A testing mode for one-GPU machines under NVIDIA MPS
+  // (docs/gpu-testing.md); the broker admits a shared GPU only when every rank
+  // set it, and the kernels then cap their grids to fit on it together.
+  bool allow_shared_device = false;
 };
 
 // Parses a min-size table in DESIGN.md's layout: one row per line,

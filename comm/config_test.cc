@@ -22,6 +22,7 @@ const char* const kAllVars[] = {
     "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
     "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
     "QR_MIN_SIZE_TABLE", "QR_OP_TIMEOUT_MS", "QR_ONE_SHOT_MAX_KB",
+    "QR_ALLOW_SHARED_DEVICE",
 };
 
 class ConfigTest : public ::testing::Test {
@@ -48,6 +49,7 @@ TEST_F(ConfigTest, DefaultsFollowDesign) {
     EXPECT_FALSE(c.one_shot_max_bytes.has_value());
     EXPECT_FALSE(c.min_size_table.has_value());
     EXPECT_EQ(c.op_timeout_ms, 30000);
+    EXPECT_FALSE(c.allow_shared_device);
   }
   // A default-constructed Config is the host platform's defaults.
   const Config d;
@@ -70,6 +72,18 @@ TEST_F(ConfigTest, ExplicitSettingsBeatPlatformDefaults) {
   ASSERT_OK_AND_ASSIGN(c, LoadConfigFromEnv(Platform::kAmd));
   EXPECT_EQ(c.regime, Regime::kNone);
   EXPECT_FALSE(c.cast_bf16_to_fp16);
+}
+
+TEST_F(ConfigTest, SharedDeviceIsATestingModeSetExplicitly) {
+  Set("QR_ALLOW_SHARED_DEVICE", "1");
+  ASSERT_OK_AND_ASSIGN(Config c, LoadConfigFromEnv(Platform::kHost));
+  EXPECT_TRUE(c.allow_shared_device);
+  Set("QR_ALLOW_SHARED_DEVICE", "0");
+  ASSERT_OK_AND_ASSIGN(c, LoadConfigFromEnv(Platform::kHost));
+  EXPECT_FALSE(c.allow_shared_device);
+  Set("QR_ALLOW_SHARED_DEVICE", "yes please");
+  EXPECT_THAT(LoadConfigFromEnv(Platform::kHost).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_ALLOW_SHARED_DEVICE")));
 }
 
 TEST_F(ConfigTest, OneShotCeilingIsReadInKiB) {

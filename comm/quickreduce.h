@@ -38,7 +38,8 @@ typedef enum {
   QR_TIMEOUT = 3,          /* join or a data-path wait ran out */
   QR_PEER_FAILED = 4,      /* a member died or the group was aborted */
   QR_UNSUPPORTED = 5,      /* valid request this build/device cannot serve */
-  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group */
+  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group
+                              (unless every rank sets QR_ALLOW_SHARED_DEVICE=1) */
   QR_INTERNAL = 7
 } qr_status;
 

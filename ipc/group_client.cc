@@ -75,6 +75,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   req.device_id = p.device_id;
   req.buffer_bytes = p.buffer_bytes;
   req.timeout_ms = static_cast<uint32_t>(p.timeout.count());
+  req.allow_shared_device = p.allow_shared_device;
   QR_RETURN_IF_ERROR(m->conn_->Send(req));
   auto reply = m->conn_->Receive(m->join_deadline_);
   if (!reply.ok()) {

@@ -63,8 +63,8 @@ void Usage(FILE* f) {
                "Runs all-reduces across --world-size worker processes in every regime\n"
                "and dtype, checks them, and prints a table, then what qr_should_all_reduce\n"
                "says under this environment. Honours QR_BROKER_SOCKET, QR_BROKER_AUTOSTART,\n"
-               "QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB, QR_OP_TIMEOUT_MS, QR_LOG_LEVEL\n"
-               "and the policy's QR_QUANTIZATION, QR_MIN_SIZE_*, QR_MAX_SIZE_BYTES_MB.\n");
+               "QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB, QR_OP_TIMEOUT_MS, QR_LOG_LEVEL,\n"
+               "QR_ALLOW_SHARED_DEVICE and the policy's QR_QUANTIZATION, QR_MIN_SIZE_*, QR_MAX_SIZE_BYTES_MB.\n");
 }
 
 // Splits "a,b,c"; an empty item is kept so that the caller rejects it.
@@ -191,15 +191,27 @@ int Launch(const Flags& f, const std::string& self) {
   // fork+exec below: initialising the GPU runtime here is fine, the children
   // start afresh.
   const int gpus = f.device == "host" ? 0 : gpu::DeviceCount();
+  // Fewer GPUs than workers: they share them only in the testing mode (the
+  // workers' join reports a bad value).
+  StatusOr<Config> config = LoadConfigFromEnv();
+  const bool share = gpus > 0 && gpus < f.world_size && config.ok() && config->allow_shared_device;
+  const bool enough = gpus >= f.world_size || share;
   std::string device = f.device;
   std::string why;
+  if (share && device != "host") {
+    why = " (" + std::to_string(f.world_size) + " ranks sharing " + std::to_string(gpus) + " GPU" +
+          (gpus == 1 ? "" : "s") + ": QR_ALLOW_SHARED_DEVICE=1, a testing mode for NVIDIA MPS)";
+  }
   if (device == "auto") {
-    device = gpus >= f.world_size ? "gpu" : "host";
-    why = gpus >= f.world_size
-              ? ""
-              : " (" + std::to_string(gpus) + " GPUs, " + std::to_string(f.world_size) + " needed)";
-  } else if (device == "gpu" && gpus < f.world_size) {
-    std::fprintf(stderr, "qr-demo: --device gpu needs %d GPUs, found %d\n", f.world_size, gpus);
+    device = enough ? "gpu" : "host";
+    if (!enough) {
+      why = " (" + std::to_string(gpus) + " GPUs, " + std::to_string(f.world_size) + " needed)";
+    }
+  } else if (device == "gpu" && !enough) {
+    std::fprintf(stderr,
+                 "qr-demo: --device gpu needs %d GPUs, found %d (fewer are shared only with "
+                 "QR_ALLOW_SHARED_DEVICE=1, under NVIDIA MPS)\n",
+                 f.world_size, gpus);
     return 2;
   }
   std::printf("qr-demo: %d workers on the %s backend%s, group %s, broker %s (%s)\n", f.world_size,
@@ -380,9 +392,12 @@ int Work(const Flags& f) {
   const bool lead = rank == 0;
   const bool tty = ::isatty(STDERR_FILENO);
   const bool on_gpu = f.device == "gpu";
+  // Rank r on GPU r % GPUs: its own where there are enough (Launch checked).
+  const int gpus = on_gpu ? gpu::DeviceCount() : 0;
+  const int device = gpus > 0 ? rank % gpus : rank;
   Buffers buffers(on_gpu);
-  if (Status s = buffers.Init(rank); !s.ok()) {
-    std::fprintf(stderr, "qr-demo rank %d: GPU %d: %s\n", rank, rank, s.ToString().c_str());
+  if (Status s = buffers.Init(device); !s.ok()) {
+    std::fprintf(stderr, "qr-demo rank %d: GPU %d: %s\n", rank, device, s.ToString().c_str());
     return 2;
   }
   qr_join_options o;
@@ -390,7 +405,7 @@ int Work(const Flags& f) {
   o.group = f.group.c_str();
   o.rank = rank;
   o.world_size = f.world_size;
-  o.device = on_gpu ? rank : QR_DEVICE_HOST;
+  o.device = on_gpu ? device : QR_DEVICE_HOST;
   qr_comm* comm = nullptr;
   if (qr_join(&o, &comm) != QR_OK) {
     std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
