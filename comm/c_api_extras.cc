@@ -21,6 +21,7 @@
 #include "ipc/names.h"
 #include "kernels/error_bound.h"
 #include "kernels/one_shot_reference.h"
+#include "kernels/platform/platform.h"
 #include "kernels/two_shot_reference.h"
 #include "kernels/types.h"
 #include "nlohmann/json.hpp"
@@ -39,6 +40,7 @@ json OptionalBytes(const std::optional<int64_t>& v) { return v ? json(*v) : json
 json ConfigJson(const Config& config, const int* world_sizes, int num_world_sizes) {
   json j;
   j["version"] = kVersion;
+  j["platform"] = PlatformName(config.platform);
   j["regime"] = RegimeName(config.regime);
   j["cast_bf16_to_fp16"] = config.cast_bf16_to_fp16;
   j["max_size_bytes"] = config.max_size_bytes;
@@ -47,6 +49,7 @@ json ConfigJson(const Config& config, const int* world_sizes, int num_world_size
   j["one_shot_max_bytes"] = OptionalBytes(config.one_shot_max_bytes);
   j["min_size_table_file"] = config.min_size_table.has_value();
   j["op_timeout_ms"] = config.op_timeout_ms;
+  j["allow_shared_device"] = config.allow_shared_device;
   json ceilings = json::object();
   json floors = json::object();
   for (int i = 0; i < num_world_sizes; ++i) {
@@ -72,6 +75,11 @@ struct ReferencePlan {
   kernels::TwoShotParams params;
   Algorithm algorithm = Algorithm::kTwoShot;
 };
+
+// The reference reads the host backend's configuration: the platform only
+// picks defaults, and of those only the bf16 cast changes results (off on the
+// host and NVIDIA, on on AMD: pass it explicitly there).
+StatusOr<Config> ReferenceConfig() { return LoadConfigFromEnv(Platform::kHost); }
 
 StatusOr<ReferencePlan> PlanCall(const Config& config, const void* const* inputs, int world_size,
                                  size_t count, int dtype, int regime, int cast,
@@ -155,7 +163,7 @@ StatusOr<std::vector<uint16_t>> RunPlan(const ReferencePlan& plan, const void* c
 
 Status ReferenceAllReduce(const void* const* inputs, int world_size, size_t count, int dtype,
                           int regime, int cast, void* output) {
-  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv());
+  QR_ASSIGN_OR_RETURN(const Config config, ReferenceConfig());
   QR_ASSIGN_OR_RETURN(const ReferencePlan plan,
                       PlanCall(config, inputs, world_size, count, dtype, regime, cast, output));
   if (count == 0) return OkStatus();
@@ -172,7 +180,7 @@ Status ReferenceCheckBound(const void* const* inputs, int world_size, size_t cou
   }
   *max_ratio = 0;
   *violations = 0;
-  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv());
+  QR_ASSIGN_OR_RETURN(const Config config, ReferenceConfig());
   QR_ASSIGN_OR_RETURN(ReferencePlan plan,
                       PlanCall(config, inputs, world_size, count, dtype, regime, cast, output));
   if (count == 0) return OkStatus();
@@ -205,7 +213,7 @@ const char* qr_config_json(const qr_comm* c) {
       const int ws = comm.world_size();
       qr::config_text = qr::ConfigJson(comm.config(), &ws, 1).dump();
     } else {
-      qr::StatusOr<qr::Config> config = qr::LoadConfigFromEnv();
+      qr::StatusOr<qr::Config> config = qr::ReferenceConfig();
       if (!config.ok()) {
         qr::internal::RecordCStatus(config.status());
         return nullptr;

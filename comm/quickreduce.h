@@ -38,7 +38,8 @@ typedef enum {
   QR_TIMEOUT = 3,          /* join or a data-path wait ran out */
   QR_PEER_FAILED = 4,      /* a member died or the group was aborted */
   QR_UNSUPPORTED = 5,      /* valid request this build/device cannot serve */
-  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group */
+  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group
+                              (unless every rank sets QR_ALLOW_SHARED_DEVICE=1) */
   QR_INTERNAL = 7
 } qr_status;
 
@@ -80,7 +81,9 @@ int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
 /* Sums `count` elements of `dtype` across the group into out (in == out
  * allowed) with the configured regime; FP below the quantization threshold
  * (QR_QUANTIZATION_MIN_SIZE_KB). count == 0 is a no-op. The message must be a
- * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB. Every rank must make
+ * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB; in and out must be
+ * 16-byte aligned and either equal or disjoint (else QR_INVALID_ARGUMENT
+ * naming the addresses, before anything runs). Every rank must make
  * the same sequence of calls with the same count, dtype and regime.
  * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNSUPPORTED (regime NONE, INT3 with
  * world size != 2), QR_PEER_FAILED, QR_TIMEOUT, QR_INTERNAL. */
@@ -132,10 +135,11 @@ int qr_comm_world_size(const qr_comm* c);
 const char* qr_version(void);
 
 /* The effective configuration as one JSON object: c's (read at its join), or,
- * for c == NULL, the environment's now. Keys: version, regime ("FP".."NONE"),
+ * for c == NULL, the environment's now as the host backend reads it. Keys:
+ * version, platform ("host", "NVIDIA", "AMD"), regime ("FP".."NONE"),
  * cast_bf16_to_fp16, max_size_bytes, min_size_bytes_override,
  * quantization_min_size_bytes, one_shot_max_bytes (null when unset),
- * op_timeout_ms, and per world size ("2", "4", "8"; only c's with c) the
+ * op_timeout_ms, allow_shared_device, and per world size ("2", "4", "8"; only c's with c) the
  * derived one_shot_ceiling_bytes and min_size_bytes {"fp16", "bf16"} (null:
  * never eligible). Valid until this thread's next qr_* call. NULL on an
  * invalid environment (the reason in qr_last_error). */
@@ -156,7 +160,9 @@ int qr_should_all_reduce_ex(const qr_comm* c, size_t bytes, qr_dtype dtype, qr_r
  * ranks would run for qr_all_reduce_ex(..., count, dtype, regime,
  * cast_bf16_to_fp16, ...) (or qr_all_reduce for QR_REGIME_CONFIGURED): the
  * same validation, one-shot or two-shot by the same policy, the same codec,
- * with the configuration read from the environment now. inputs[r] holds
+ * with the configuration read from the environment now as the host backend
+ * reads it (the same bits as a GPU group on NVIDIA; on AMD, whose default
+ * casts bf16 to fp16, pass the cast explicitly). inputs[r] holds
  * rank r's count values; the result (the same bits on every rank) goes to
  * output, which may equal an input. Synchronous, allocates world_size * count
  * values of scratch. Returns qr_all_reduce_ex's argument errors
