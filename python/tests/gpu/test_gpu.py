@@ -95,6 +95,7 @@ def test_graph_replay_matches_the_reference_bit_for_bit(monkeypatch):
 
 
 def test_torch_compile_fullgraph_matches_eager():
+    print("torch", results()[0]["torch"], "compile backend:", results()[0]["compile_backend"])
     for r in range(2):
         compiled, eager = results()[r]["compile"]
         assert compiled == eager
