@@ -304,8 +304,9 @@ void Server::Adopt() {
     g->buffer_bytes = h->buffer_bytes;
     g->adopted = true;
     g->members.resize(static_cast<size_t>(g->world_size));
-    if (ipc::SegmentName(::getuid(), g->name, g->generation) != name ||
-        groups_.count(g->name) != 0) {
+    auto parts = ipc::ParseSegmentName(name);
+    if (!parts.has_value() || parts->uid != ::getuid() || parts->group != g->name ||
+        parts->generation != g->generation || groups_.count(g->name) != 0) {
       continue;  // not a name this broker could have made
     }
     uint64_t& last = last_generation_[g->name];
@@ -549,8 +550,13 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
     Status last_error;
     for (int attempt = 0; attempt < 1000; ++attempt) {
       ++gen;
+      auto nonce = ipc::RandomNonce();
+      if (!nonce.ok()) {
+        last_error = nonce.status();
+        break;
+      }
       ipc::GroupSegment::CreateParams p;
-      p.name = ipc::SegmentName(::getuid(), req.group, gen);
+      p.name = ipc::SegmentName(::getuid(), req.group, gen, *nonce);
       p.group = req.group;
       p.world_size = ws;
       p.generation = gen;
