@@ -807,6 +807,18 @@ std::string Server::StatusJson() const {
                                         "processes"},
                         {"remedy", "run `qrctl gc`"}});
   }
+  std::vector<std::string> foreign = ipc::ListForeignObjects(::getuid());
+  doc["foreign_objects"] = foreign;
+  if (!foreign.empty()) {
+    problems.push_back({{"severity", "warning"},
+                        {"group", nullptr},
+                        {"message", std::to_string(foreign.size()) +
+                                        " objects in /dev/shm carry this user's prefix but are "
+                                        "not ours (another owner or not mode 0600); they are "
+                                        "ignored, never opened"},
+                        {"remedy", "ask root to remove them (ls -l /dev/shm/" +
+                                       ipc::UserPrefix(::getuid()).substr(1) + "*)"}});
+  }
   doc["problems"] = problems;
   return doc.dump();
 }
