@@ -1,7 +1,9 @@
 #include "ipc/names.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +13,7 @@
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
+#include "common/unique_fd.h"
 
 namespace qr::ipc {
 
@@ -159,6 +162,59 @@ StatusOr<std::string> ResolveSocketPath(std::string_view explicit_path) {
 }
 
 std::string LockPathFor(std::string_view socket_path) { return std::string(socket_path) + ".lock"; }
+
+std::string SocketDirectory(std::string_view socket_path) {
+  size_t slash = socket_path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(socket_path.substr(0, slash));
+}
+
+Status CheckRuntimeDirectory(const std::string& socket_path, bool create) {
+  const std::string dir = SocketDirectory(socket_path);
+  if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoToStatus(errno, "mkdir " + dir);
+  }
+  if (SocketDirectory(DefaultSocketPath()) != dir) return OkStatus();
+  const std::string advice =
+      "; set XDG_RUNTIME_DIR to a private directory (e.g. /run/user/" +
+      std::to_string(::geteuid()) +
+      ") or QR_BROKER_SOCKET to a socket path in a directory only you can write";
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT && !create) return OkStatus();
+    return ErrnoToStatus(errno, "lstat " + dir);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return UnavailableError("the broker directory " + dir +
+                            " is a symbolic link; refusing to follow it (another user may have "
+                            "planted it)" + advice);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return UnavailableError("the broker directory " + dir + " is not a directory" + advice);
+  }
+  if (st.st_uid != ::geteuid()) {
+    return UnavailableError("the broker directory " + dir + " belongs to uid " +
+                            std::to_string(st.st_uid) + ", not to us (uid " +
+                            std::to_string(::geteuid()) +
+                            "): another user may be impersonating the broker" + advice);
+  }
+  if ((st.st_mode & 07777) != 0700) {
+    // Through a descriptor of the directory itself: a path could be swapped
+    // for a link between the lstat and a chmod.
+    int raw = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return ErrnoToStatus(errno, "open " + dir);
+    UniqueFd fd(raw);
+    struct stat again {};
+    if (::fstat(fd.get(), &again) != 0) return ErrnoToStatus(errno, "fstat " + dir);
+    if (again.st_uid != ::geteuid() || again.st_ino != st.st_ino) {
+      return UnavailableError("the broker directory " + dir + " changed while it was checked" +
+                              advice);
+    }
+    if (::fchmod(fd.get(), 0700) != 0) return ErrnoToStatus(errno, "chmod 0700 " + dir);
+  }
+  return OkStatus();
+}
 
 bool ProcessAlive(int32_t pid) {
   if (pid <= 0) return false;

@@ -70,6 +70,22 @@ StatusOr<std::string> ResolveSocketPath(std::string_view explicit_path);
 // The default socket path for this user (ignores $QR_BROKER_SOCKET).
 std::string DefaultSocketPath();
 std::string LockPathFor(std::string_view socket_path);
+// The directory a socket path lives in: "." for "broker.sock", "/" for
+// "/broker.sock" (never the socket path itself).
+std::string SocketDirectory(std::string_view socket_path);
+
+// The runtime directory of a socket, as the broker, the client, autostart and
+// qrctl all check it before using a path in it. With `create`, a missing
+// directory is made 0700. The default directory (DefaultSocketPath, e.g.
+// /tmp/quickreduce-<uid>, where any user could have made it first) must then
+// be a real directory (lstat: no symlink is followed) owned by us; a looser
+// mode is tightened to 0700 through an O_NOFOLLOW descriptor. kUnavailable
+// otherwise, saying what to do (set XDG_RUNTIME_DIR or QR_BROKER_SOCKET).
+// Other directories (an explicit QR_BROKER_SOCKET such as /tmp/x.sock) are the
+// user's choice and only created; the broker's SO_PEERCRED check and the
+// client's (BrokerConnection) protect those. A missing directory without
+// `create` is OK (nothing listens there).
+[[nodiscard]] Status CheckRuntimeDirectory(const std::string& socket_path, bool create);
 
 // True if a process with this pid exists (kill(pid, 0) succeeds or EPERM).
 bool ProcessAlive(int32_t pid);

@@ -230,28 +230,10 @@ StatusOr<std::unique_ptr<Server>> Server::Start(asio::io_context& io, ServerOpti
 
 Status Server::Listen() {
   const std::string& path = options_.socket_path;
-  std::string dir = path.substr(0, path.rfind('/'));
-  if (!dir.empty()) {
-    if (::mkdir(dir.c_str(), 0700) == 0) {
-      spdlog::info("created {}", dir);
-    } else if (errno != EEXIST) {
-      return ErrnoToStatus(errno, "mkdir " + dir);
-    }
-    // The default directory is ours alone; a directory of another user there
-    // could let them replace our socket.
-    if (path == ipc::DefaultSocketPath()) {
-      struct stat st {};
-      QR_SYS_RETURN_IF_ERROR(::stat(dir.c_str(), &st));
-      if (st.st_uid != ::getuid()) {
-        return UnavailableError(dir + " belongs to uid " + std::to_string(st.st_uid) +
-                                ", not to us; remove it");
-      }
-      QR_SYS_RETURN_IF_ERROR(::chmod(dir.c_str(), 0700));
-    }
-  }
+  QR_RETURN_IF_ERROR(ipc::CheckRuntimeDirectory(path, /*create=*/true));
   std::string lock_path = ipc::LockPathFor(path);
   QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + lock_path, [&] {
-                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
                       }));
   lock_fd_.reset(raw);
   if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
