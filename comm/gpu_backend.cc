@@ -123,7 +123,7 @@ class GpuBackend final : public Backend {
     const int sharing = kernels::MostRanksPerDevice(devices);
     max_blocks_ = kernels::SharedGpuMaxBlocks(max_blocks_, sharing);
     if (sharing > 1) {
-      spdlog::info("GPU backend rank {}: {} ranks share GPU {} at most; grids capped at {} blocks",
+      Log().info("GPU backend rank {}: {} ranks share GPU {} at most; grids capped at {} blocks",
                    rank_, sharing, pci_, max_blocks_);
     }
     void* page = group.abort_page();
