@@ -193,7 +193,7 @@ int Launch(const Flags& f, const std::string& self) {
   const int gpus = f.device == "host" ? 0 : gpu::DeviceCount();
   // Fewer GPUs than workers: they share them only in the testing mode (the
   // workers' join reports a bad value).
-  StatusOr<Config> config = LoadConfigFromEnv();
+  StatusOr<Config> config = LoadConfigFromEnv(gpus > 0 ? GpuPlatform() : Platform::kHost);
   const bool share = gpus > 0 && gpus < f.world_size && config.ok() && config->allow_shared_device;
   const bool enough = gpus >= f.world_size || share;
   std::string device = f.device;

@@ -54,7 +54,7 @@ JoinOptions GpuOptions(const WorkerArgs& a) {
 
 // QR_ALLOW_SHARED_DEVICE as the communicator reads it.
 bool SharedDeviceAllowed() {
-  auto config = LoadConfigFromEnv();
+  auto config = LoadConfigFromEnv(GpuPlatform());
   return config.ok() && config->allow_shared_device;
 }
 
