@@ -14,15 +14,16 @@
 #   bookworm-minbase.tar.gz (+ .sha256)  the bootstrapped root, rebuilt when
 #                                        missing, corrupt or older than 30 days
 #   apt-archives/                        the .debs apt fetched in the chroot
-# Every run unpacks a new root from the tarball and deletes it afterwards
-# (QR_CI_KEEP_ROOT=1 keeps it for a look). The Bazel output tree is never
-# cached: a cache hit would hide a header that is missing on a fresh machine.
+#   fresh_debian.log                     the last run's whole output
+# Every run unpacks a new root from the tarball into a tmpfs (up to
+# $QR_CI_ROOT_SIZE, default 16g; about 5 GiB are used) that is gone afterwards.
+# The Bazel output tree is never cached: a cache hit would hide a header that
+# is missing on a fresh machine.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 suite=bookworm
 cache=${QR_CI_CACHE:-/var/cache/quickreduce-ci}
-readme_commands='./bazelw run //:demo && ./bazelw test //...'
 
 if [[ -z "${QR_CI_FRESH_NS:-}" ]]; then
   if [[ $(id -u) -ne 0 ]]; then
@@ -80,6 +81,13 @@ say "mirror $mirror${updates:+, updates $updates}${security:+, security $securit
 
 # --- The cached root tarball. ---
 mkdir -p "$cache/apt-archives/partial"
+# One run at a time per machine: they share the tarball, the .debs (and
+# apt's lock on them) and the log.
+exec 9>"$cache/lock"
+if ! flock -n 9; then
+  say "waiting for another run to finish with $cache"
+  flock 9
+fi
 tarball="$cache/$suite-minbase.tar.gz"
 tarball_ok() {
   [[ -s "$tarball" && -s "$tarball.sha256" ]] &&
@@ -108,7 +116,7 @@ root="$work/root"
 mounts=()  # innermost last
 
 mount_in_root() {  # mount_in_root <target below root> <mount args...>
-  local target="$root/$1"; shift
+  local target="$root${1:+/$1}"; shift
   mkdir -p "$target"
   mount "$@" "$target"
   mounts+=("$target")
@@ -142,8 +150,6 @@ cleanup() {
   if [[ -n "$left" ]]; then
     say "still mounted, root kept at $root: $left"
     rc=1
-  elif [[ -n "${QR_CI_KEEP_ROOT:-}" ]]; then
-    say "root kept at $root"
   else
     rm -rf --one-file-system "$work"
   fi
@@ -155,8 +161,19 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-mkdir -p "$root"
+# The root lives in memory: unpacking, dpkg and the build write a few GiB
+# that no disk needs to keep, and undoing it is one umount.
+mount_in_root "" -t tmpfs -o "size=${QR_CI_ROOT_SIZE:-16g},mode=0755" tmpfs
 tar -C "$root" --numeric-owner -xzf "$tarball"
+# As Debian's container images: dpkg skips fsync and documentation, which
+# changes nothing the build sees.
+cat >"$root/etc/dpkg/dpkg.cfg.d/ci" <<'EOF_DPKG'
+force-unsafe-io
+path-exclude=/usr/share/doc/*
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/share/locale/*
+EOF_DPKG
 
 {
   echo "deb $mirror $suite main"
@@ -181,7 +198,22 @@ git -C "$root/src/quickreduce" checkout --quiet --detach "$head"
 say "root ready at $root, quickreduce $(git -C "$repo" rev-parse --short HEAD) ($((SECONDS - start)) s)"
 
 [[ ! -e "$root/usr/local/cuda" ]] || { say "the root has a CUDA toolkit"; exit 1; }
-say "running in the root: $readme_commands"
-env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 TERM=dumb \
-  chroot "$root" /bin/bash -c "cd /src/quickreduce && $readme_commands"
+# Each README command on its own, timed. dpkg's per-package lines are left
+# out of this output (the whole of it is in $cache/fresh_debian.log).
+log="$cache/fresh_debian.log"
+: >"$log"
+in_root() {
+  local t=$SECONDS rc
+  say "in the root: $1"
+  set +e
+  env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 TERM=dumb \
+    chroot "$root" /bin/bash -c "cd /src/quickreduce && $1" 2>&1 | tee -a "$log" |
+    grep --line-buffered -vE '^(Selecting previously|Preparing to unpack|Unpacking|Setting up|Processing triggers|Adding debian:|\(Reading database)'
+  rc=${PIPESTATUS[0]}
+  set -e
+  say "$1: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)") in $((SECONDS - t)) s"
+  return "$rc"
+}
+in_root "./bazelw run //:demo"
+in_root "./bazelw test //..."
