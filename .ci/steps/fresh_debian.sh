@@ -136,9 +136,28 @@ end_chroot_processes() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
+# CPU seconds spent in the root by the Bazel server and its actions (the
+# server is no child of this script; its reaped actions count in cutime).
+bazel_cpu() {
+  local p r f total=0
+  for p in /proc/[0-9]*; do
+    r=$(readlink "$p/root" 2>/dev/null) || continue
+    [[ "$r" == "$root" ]] || continue
+    read -r -a f < <(sed 's/.*) //' "$p/stat" 2>/dev/null) || continue
+    total=$((total + f[11] + f[12] + f[13] + f[14]))  # utime stime cutime cstime
+  done
+  echo $((total / $(getconf CLK_TCK)))
+}
+
 cleanup() {
-  local rc=$? i left
+  local rc=$? i left cpu
   trap - EXIT INT TERM HUP
+  # The wall time depends on what else runs; the CPU time says what the step
+  # costs (over 2 cores, at least half of it is wall time).
+  cpu=$(bazel_cpu)
+  times >"$work/times"
+  cpu=$((cpu + $(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                               printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$work/times")))
   if [[ -d "$root/src/quickreduce" && -x "$root/usr/bin/bazel" ]]; then
     chroot "$root" /bin/sh -c 'cd /src/quickreduce && bazel shutdown' >/dev/null 2>&1 || true
   fi
@@ -153,7 +172,8 @@ cleanup() {
   else
     rm -rf --one-file-system "$work"
   fi
-  say "$( ((rc == 0)) && echo passed || echo FAILED) in $((SECONDS - start)) s"
+  say "$( ((rc == 0)) && echo passed || echo FAILED) in $((SECONDS - start)) s" \
+    "(CPU ${cpu} s; load average $(cut -d' ' -f1-3 /proc/loadavg))"
   exit "$rc"
 }
 trap cleanup EXIT
