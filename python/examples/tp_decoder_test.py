@@ -1,0 +1,307 @@
+"""Tests of the tensor-parallel example: the loader, the sharding, the bounds,
+and the whole run on the host backend (world sizes 2, 4 and 8)."""
+
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the tensor-parallel example needs PyTorch")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tp_bounds  # noqa: E402
+import tp_decoder  # noqa: E402
+import tp_run  # noqa: E402
+
+TINY = tp_decoder.DecoderConfig(**tp_run.PRESETS["tiny"])
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tp_decoder.write_random_model(str(tmp_path_factory.mktemp("tiny")), TINY, seed=3)
+    return tp_decoder.load_config(path), tp_decoder.load_state_dict(path)
+
+
+def _threaded_tp(config, state, world_size, dtype, run, reduce_fn):
+    """Runs `run(model)` on every rank of a group made of threads whose
+    all-reduce is reduce_fn(list of the ranks' partials) -> sum."""
+    barrier = threading.Barrier(world_size)
+    partials, results, errors = [None] * world_size, [None] * world_size, []
+
+    def make_all_reduce(rank):
+        def all_reduce(x):
+            partials[rank] = x
+            barrier.wait()
+            out = reduce_fn(list(partials))
+            barrier.wait()
+            return out.reshape(x.shape)
+        return all_reduce
+
+    def body(rank):
+        try:
+            model = tp_decoder.TPDecoder(config, state, rank, world_size, dtype=dtype, max_len=96,
+                                         all_reduce=make_all_reduce(rank))
+            results[rank] = run(model)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _exact_sum(parts):
+    """The sum in fp32, rank order, rounded once: what FP computes."""
+    acc = parts[0].float()
+    for p in parts[1:]:
+        acc = acc + p.float()
+    return acc.to(parts[0].dtype)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_config_round_trips_through_hf_keys(tiny):
+    config, _ = tiny
+    assert config == TINY
+    hf = TINY.to_hf()
+    assert tp_decoder.DecoderConfig.from_hf(hf) == TINY
+    assert hf["architectures"] == ["Qwen2ForCausalLM"]
+
+
+def test_config_refuses_what_the_model_lacks():
+    hf = TINY.to_hf()
+    for key, value, word in (("model_type", "mistral", "model_type"),
+                             ("hidden_act", "gelu", "hidden_act"),
+                             ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "rope_scaling")):
+        bad = dict(hf, **{key: value})
+        with pytest.raises(ValueError, match=word):
+            tp_decoder.DecoderConfig.from_hf(bad)
+
+
+def test_loader_reads_a_sharded_checkpoint_with_an_index(tiny, tmp_path):
+    """The layout big HF checkpoints use: several files and a weight_map."""
+    config, state = tiny
+    names = sorted(state)
+    halves = {"pytorch_model-00001-of-00002.bin": names[::2],
+              "pytorch_model-00002-of-00002.bin": names[1::2]}
+    weight_map = {}
+    for file, part in halves.items():
+        torch.save({n: state[n] for n in part}, tmp_path / file)
+        weight_map.update({n: file for n in part})
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (tmp_path / "config.json").write_text(json.dumps(config.to_hf()))
+    loaded = tp_decoder.load_state_dict(str(tmp_path))
+    assert sorted(loaded) == names
+    assert all(torch.equal(loaded[n], state[n]) for n in names)
+
+
+def test_loader_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model.safetensors or pytorch_model.bin"):
+        tp_decoder.load_state_dict(str(tmp_path))
+
+
+def test_random_model_separates_the_top_tokens(tiny):
+    config, state = tiny
+    model = tp_decoder.TPDecoder(config, state, dtype=torch.float32, max_len=96)
+    _, logits = tp_decoder.greedy_generate(model, [1, 2, 3], 32)
+    top2 = logits.topk(2).values
+    assert 4.0 < float(logits.std()) < 9.0
+    assert float((top2[:, 0] - top2[:, 1]).median()) > 0.5
+
+
+# ---------------------------------------------------------------- sharding
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_shards_partition_the_weights(tiny, world_size):
+    """Column slices of q/k/v/gate/up and row slices of o/down cover every
+    weight once (kv heads: replicated when there are fewer than ranks)."""
+    config, state = tiny
+    shards = [tp_decoder.shard_state_dict(config, state, r, world_size)
+              for r in range(world_size)]
+    for name in state:
+        if ".o_proj." in name or ".down_proj." in name:
+            assert torch.equal(torch.cat([s[name] for s in shards], dim=1), state[name])
+        elif ".q_proj." in name or ".gate_proj." in name or ".up_proj." in name:
+            assert torch.equal(torch.cat([s[name] for s in shards], dim=0), state[name])
+        elif ".k_proj." in name or ".v_proj." in name:
+            nkv = config.num_key_value_heads
+            if world_size <= nkv:
+                assert torch.equal(torch.cat([s[name] for s in shards], dim=0), state[name])
+            else:  # each kv head on world_size / nkv consecutive ranks
+                per = world_size // nkv
+                assert torch.equal(torch.cat([shards[r][name] for r in range(0, world_size, per)],
+                                             dim=0), state[name])
+        else:
+            assert all(torch.equal(s[name], state[name]) for s in shards)
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_tensor_parallel_fp32_equals_unsharded(tiny, world_size):
+    """In fp32 the sharded model is the unsharded one up to summation order."""
+    config, state = tiny
+    full = tp_decoder.TPDecoder(config, state, dtype=torch.float32, max_len=96)
+    stream = list(range(5, 37))
+    ref = tp_decoder.stream_logits(full, stream)
+    outs = _threaded_tp(config, state, world_size, torch.float32,
+                        lambda m: tp_decoder.stream_logits(m, stream), _exact_sum)
+    for z in outs:
+        assert torch.equal(z, outs[0])
+        assert float((z - ref).abs().max()) < 1e-3
+
+
+def test_a_dropped_partial_sum_is_caught(tiny):
+    """The same comparison fails when one rank's partial is left out."""
+    config, state = tiny
+    full = tp_decoder.TPDecoder(config, state, dtype=torch.float32, max_len=96)
+    stream = list(range(5, 21))
+    ref = tp_decoder.stream_logits(full, stream)
+    outs = _threaded_tp(config, state, 2, torch.float32,
+                        lambda m: tp_decoder.stream_logits(m, stream), lambda parts: parts[0])
+    assert float((outs[0] - ref).abs().max()) > 1.0
+
+
+# ---------------------------------------------------------------- the bounds
+
+
+def test_causal_mask_drops_only_zero_gradients(tiny):
+    config, state = tiny
+    modes = [tp_bounds.Mode("float16", "unsharded"), tp_bounds.Mode("float16", "FP", 2)]
+    sens = tp_bounds.Sensitivity(config, state, list(range(3, 15)), modes)
+    pos = torch.cat(sens.probe.positions)
+    for t in (0, 5, 10):
+        jac = sens._hidden_jacobian([t])
+        assert float(jac[:, pos > t].abs().max()) == 0.0
+        assert float(jac[:, pos <= t].abs().max()) > 0.0
+
+
+def test_scales_grow_with_the_codec_step(tiny):
+    """S scales with the codec's step 1/(2Q-1), and TP FP vs unsharded is a
+    few roundings: the ordering the derivation predicts."""
+    config, state = tiny
+    modes = [tp_bounds.Mode("float16", "unsharded")] + [tp_bounds.Mode("float16", r, 2)
+                                                       for r in tp_bounds.REGIMES]
+    pairs = [(1, 0)] + [(i, 1) for i in range(2, 6)]
+    sens = tp_bounds.Sensitivity(config, state, list(range(3, 11)), modes)
+    scales, head = sens.logit_scales(range(8), pairs)
+    means = scales.mean(axis=(0, 1))
+    assert all(a < b for a, b in zip(means, means[1:]))
+    # INT8 -> INT4 is 255/15 = 17x in step; FP's own roundings add a little.
+    assert 8 < means[3] / means[1] < 20
+    assert head.max() < 0.05 * means[0]
+
+
+def test_hoeffding_bound_holds_for_injected_worst_magnitude_errors(tiny):
+    """Errors of the largest size the model allows (+-b, random signs) at
+    every rounding point move the logits by less than k S."""
+    config, state = tiny
+    tokens = list(range(3, 15))
+    modes = [tp_bounds.Mode("bfloat16", "INT4", 2)]
+    sens = tp_bounds.Sensitivity(config, state, tokens, modes)
+    scales, head = sens.logit_scales(range(len(tokens)), [(0, 0)])
+    # (b_a + b_b) with a == b is 2b: halve to get one run's scale.
+    bound = tp_bounds.K_SIGMA * scales[:, :, 0] / 2 + head
+    g = torch.Generator().manual_seed(7)
+    signs = [torch.randint(0, 2, d.shape, generator=g).float() * 2 - 1 for d in sens.deltas]
+
+    class Inject(tp_bounds.BoundProbe):
+        def _add(self, value, bounds, position_dim=1):
+            i = len(self.sites)
+            self.sites.append(None)
+            return value + signs[i] * bounds[0]
+
+    probe = Inject(modes)
+    model = tp_decoder.TPDecoder(config, state, dtype=torch.float32, max_len=len(tokens),
+                                 probe=probe)
+    with torch.no_grad():
+        z = model(torch.tensor([tokens]), torch.arange(len(tokens)))[0].numpy()
+        clean = tp_decoder.TPDecoder(config, state, dtype=torch.float32, max_len=len(tokens))
+        z0 = clean(torch.tensor([tokens]), torch.arange(len(tokens)))[0].numpy()
+    ratio = np.abs(z - z0) / bound
+    assert ratio.max() < 1.0
+    assert ratio.max() > 0.02  # the bound is not astronomically loose
+
+
+def test_metric_thresholds_follow_from_the_logit_bound():
+    e = np.full((4, 10), 0.1)
+    _, limits = tp_bounds.logit_thresholds(e / tp_bounds.K_SIGMA, np.zeros_like(e))
+    assert limits["kl_mean"] == pytest.approx(0.1 ** 2 / 2)
+    assert limits["log_ppl"] == pytest.approx(0.2)
+    # Hoeffding's lemma: KL(p || softmax(z + d)) <= range(d)^2 / 8.
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        z = rng.normal(size=10) * 5
+        d = rng.uniform(-0.1, 0.1, size=10)
+        assert tp_bounds.kl_per_position(z[None], (z + d)[None])[0] <= (d.max() - d.min()) ** 2 / 8
+
+
+# ---------------------------------------------------------------- with quickreduce
+
+
+def _qr():
+    return pytest.importorskip("quickreduce")
+
+
+@pytest.mark.parametrize("regime", tp_bounds.REGIMES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_numpy_bound_equals_the_library_bound(regime, dtype, monkeypatch):
+    """tp_bounds.two_shot_error_bound is docs/codecs.md 5.2 as the library
+    computes it: outputs just inside it pass qr.check_bound, just outside fail."""
+    qr = _qr()
+    monkeypatch.setenv("QR_ONE_SHOT_MAX_KB", "0")
+    tdtype = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(11)
+    scale = torch.logspace(-3, 2, 4096)
+    inputs = [(torch.randn(4096, generator=g) * scale).to(tdtype) for _ in range(2)]
+    bound = tp_bounds.two_shot_error_bound(regime, dtype, False,
+                                           np.stack([x.double().numpy() for x in inputs]))
+    exact = (inputs[0].double() + inputs[1].double()).numpy()
+    for factor in (0.97, 1.03):
+        out = torch.from_numpy(exact + factor * bound).to(tdtype)
+        err = np.abs(out.double().numpy() - exact)  # after the output's own rounding
+        ratio, violations = qr.check_bound(inputs, out, regime=regime, cast_bf16_to_fp16=False)
+        assert violations == int((err > bound).sum())
+        assert ratio == pytest.approx(float((err / bound).max()), rel=1e-9)
+    assert violations > len(exact) // 2
+
+
+def _run(tmp_path, *extra):
+    _qr()
+    out = tmp_path / "run"
+    code = tp_run.main(["--out", str(out), *extra])
+    results = json.load(open(out / "results.json"))
+    failed = [c for c in results["checks"] if not c["ok"]]
+    assert code == 0, failed
+    return results
+
+
+def test_host_backend_world_size_2_every_regime(tmp_path):
+    """The CI run: every regime, fp16 and bf16, 3 prompts x 64 tokens."""
+    r = _run(tmp_path)
+    rows = {(t["regime"], t["dtype"]): t for t in r["table"]}
+    assert len(rows) == 10
+    assert all(t["bit_exact"] == t["calls_checked"] > 0 for t in rows.values())
+    # FP is exact up to rounding; every codec coarser than the last costs more.
+    for dtype in ("fp16", "bf16"):
+        errs = [rows[(reg, dtype)]["max_abs_logit_error"] for reg in ("INT8", "INT6", "INT4", "INT3")]
+        assert errs == sorted(errs)
+        assert rows[("FP", dtype)]["greedy_agreement"] >= rows[("INT3", dtype)]["greedy_agreement"]
+
+
+@pytest.mark.parametrize("world_size", [4, 8])
+def test_host_backend_larger_groups(tmp_path, world_size):
+    r = _run(tmp_path, "--world-size", str(world_size), "--regimes", "FP,INT8,INT4",
+             "--dtypes", "bf16", "--prompts", "1", "--new-tokens", "16")
+    assert {t["regime"] for t in r["table"]} == {"FP", "INT8", "INT4"}
