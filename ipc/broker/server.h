@@ -24,11 +24,12 @@
 #include "asio.hpp"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "common/version.h"
 #include "ipc/wire.h"
 
 namespace qr::broker {
 
-inline constexpr const char* kBrokerVersion = "0.1.0";
+inline constexpr const char* kBrokerVersion = kVersion;
 
 struct ServerOptions {
   std::string socket_path;  // resolved already (ipc::ResolveSocketPath)
