@@ -25,7 +25,9 @@ LEVELS = {"INT8": 255, "INT6": 63, "INT4": 15, "INT3": 7}
 U32 = 2.0 ** -24
 # Rounding to a 16-bit format: |rn(y) - y| <= rel·|y| + abs, below max.
 FORMATS = {"float16": (2.0 ** -11, 2.0 ** -25, 65504.0),
-           "bfloat16": (2.0 ** -8, 2.0 ** -134, 3.3895313892515355e38)}
+           "bfloat16": (2.0 ** -8, 2.0 ** -134, 3.3895313892515355e38),
+           # Only for comparing two fp32 implementations (no all-reduce).
+           "float32": (2.0 ** -24, 2.0 ** -150, 3.4028234663852886e38)}
 NEGLIGIBLE_ABSMAX = 2.0 ** -100
 BLOCK = 32
 

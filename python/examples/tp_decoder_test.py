@@ -300,8 +300,11 @@ def test_host_backend_world_size_2_every_regime(tmp_path):
         assert rows[("FP", dtype)]["greedy_agreement"] >= rows[("INT3", dtype)]["greedy_agreement"]
 
 
-@pytest.mark.parametrize("world_size", [4, 8])
-def test_host_backend_larger_groups(tmp_path, world_size):
-    r = _run(tmp_path, "--world-size", str(world_size), "--regimes", "FP,INT8,INT4",
+@pytest.mark.parametrize("world_size,regimes", [(4, "FP,INT8,INT4"), (8, "FP,INT6")])
+def test_host_backend_larger_groups(tmp_path, world_size, regimes):
+    """World sizes 4 and 8 (INT3 is world size 2 only): fewer regimes and
+    tokens, since 8 processes share CI's 2 cores."""
+    r = _run(tmp_path, "--world-size", str(world_size), "--regimes", regimes,
              "--dtypes", "bf16", "--prompts", "1", "--new-tokens", "16")
-    assert {t["regime"] for t in r["table"]} == {"FP", "INT8", "INT4"}
+    assert {t["regime"] for t in r["table"]} == set(regimes.split(","))
+    assert r["world_size"] == world_size

@@ -27,6 +27,7 @@ It prints a table, writes results.json to --out, and exits 1 if a check failed.
 """
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +41,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The package of this source tree, unless one is installed.
+sys.path.append(os.path.dirname(HERE))
 
 import tp_bounds  # noqa: E402
 import tp_decoder  # noqa: E402
@@ -73,6 +76,11 @@ def log(msg):
 # ============================================================ the worker
 
 
+def qr_all_reduce(x, group):
+    """The row-parallel sum: the torch.library op over the group's communicator."""
+    return torch.ops.quickreduce.all_reduce(x, group)
+
+
 class RecordingAllReduce:
     """`torch.ops.quickreduce.all_reduce` on one group, saving a sample of
     its calls (input and output bits) for the driver to check."""
@@ -85,7 +93,7 @@ class RecordingAllReduce:
         self.saved = []
 
     def __call__(self, x):
-        y = torch.ops.quickreduce.all_reduce(x, self.group)
+        y = qr_all_reduce(x, self.group)
         if self.sample(self.calls):
             name = f"{self.tag}-call{self.calls}-r{self.rank}.npz"
             np.savez(os.path.join(self.out_dir, name),
@@ -145,7 +153,9 @@ def worker(args):
             # The op uses the group's configured regime and cast (read at join).
             os.environ["QR_QUANTIZATION"] = regime
             os.environ["QR_CAST_BF16_TO_FP16"] = "1" if cast else "0"
+            start = time.time()
             with qr.Communicator(group, rank, ws, device=qr_device) as comm:
+                joined = time.time()
                 ar = RecordingAllReduce(group, args.out, rank)
                 model = tp_decoder.TPDecoder(config, state, rank, ws, dtype=dtype, device=device,
                                              all_reduce=ar, max_len=plan["max_len"])
@@ -169,7 +179,10 @@ def worker(args):
                         np.save(os.path.join(args.out, f"{regime}-{mode}-prompt{p}-logits.npy"),
                                 logits.cpu().numpy())
                 res["tokens"] = {"eager": gen}
-                ar.sample = lambda i: False
+                res["calls"] = ar.calls
+                res["samples"] = ar.saved
+                # Graphs and compile see the bare op (no Python side effects).
+                model.all_reduce = functools.partial(qr_all_reduce, group=group)
                 for variant in plan["decode_variants"]:
                     if variant == "eager":
                         continue
@@ -182,9 +195,8 @@ def worker(args):
                     res["tokens"][variant] = [
                         tp_decoder.greedy_generate(model, prompt, plan["new_tokens"], step)[0]
                         for prompt in plan["prompts"]]
-                res["calls"] = ar.calls
-                res["samples"] = ar.saved
                 comm.check()
+                res["seconds"] = {"join": joined - start, "run": time.time() - joined}
     with open(os.path.join(args.out, f"worker{rank}.json"), "w") as f:
         json.dump(results, f)
 
@@ -275,9 +287,102 @@ def _greedy_agreement(ref_tokens, tokens):
     return first, float(np.mean([a == b for a, b in zip(ref_tokens, tokens)]))
 
 
+def _compare_transformers(checks, model_path, config, state, stream, device):
+    """Our fp32 model against transformers' own on the stream, where
+    transformers is installed: the two compute the same function, so their
+    logits differ by their fp32 roundings only (bound: k S of two fp32 runs)."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    try:
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=torch.float32, attn_implementation="eager")
+    except TypeError:  # transformers < 4.56 names it torch_dtype
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            model_path, torch_dtype=torch.float32, attn_implementation="eager")
+    hf = hf.to(device).eval()
+    with torch.no_grad():
+        z_hf = hf(torch.tensor([stream], device=device)).logits[0].float().cpu().numpy()
+    ours = tp_decoder.TPDecoder(config, state, dtype=torch.float32, device=device,
+                                max_len=len(stream))
+    z = tp_decoder.stream_logits(ours, stream).cpu().numpy()
+    sens = tp_bounds.Sensitivity(config, state, stream, [tp_bounds.Mode("float32", "unsharded")],
+                                 device=device)
+    scales, head = sens.logit_scales(range(len(stream)), [(0, 0)])
+    bound, _ = tp_bounds.logit_thresholds(scales[:, :, 0], head)
+    ratio = float((np.abs(z - z_hf) / bound).max())
+    checks.add(f"fp32 model equals transformers {transformers.__version__} "
+               f"{type(hf).__name__}", ratio <= 1.0,
+               f"max |dz| {float(np.abs(z - z_hf).max()):.3g}, /bound {ratio:.3f}")
+    return {"transformers": transformers.__version__, "max_abs_logit_diff":
+            float(np.abs(z - z_hf).max()), "over_bound": ratio}
+
+
+class PrivateBroker:
+    """A qr-broker of this run's own (socket in a fresh /tmp directory: a
+    Unix socket path is short), stopped at the end, so nothing outlives the run."""
+
+    def __enter__(self):
+        from quickreduce import _lib
+        binary = os.environ.get("QR_BROKER_BIN") or _lib.binary("qr-broker")
+        if not binary:
+            raise SystemExit("qr-broker not found: set QR_BROKER_BIN")
+        self.dir = tempfile.mkdtemp(prefix="qr-tp-", dir="/tmp")
+        self.socket = os.path.join(self.dir, "broker.sock")
+        self.log = open(os.path.join(self.dir, "broker.log"), "w")
+        self.proc = subprocess.Popen([binary, "--socket", self.socket], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"qr-broker did not start (log: {self.log.name})")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        subprocess.run(["rm", "-rf", self.dir])
+
+
+def _run_workers(args, model_path, out):
+    """One process per rank; returns their results (dicts by regime/dtype)."""
+    env = dict(os.environ)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model_path,
+           "--out", out, "--world-size", str(args.world_size), "--device", args.device]
+    with PrivateBroker() as broker:
+        env.update(QR_BROKER_SOCKET=broker.socket, QR_BROKER_AUTOSTART="0")
+        procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env)
+                 for r in range(args.world_size)]
+        deadline = time.time() + args.timeout
+        codes = []
+        for p in procs:
+            try:
+                codes.append(p.wait(timeout=max(1, deadline - time.time())))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                raise SystemExit(f"workers did not finish within {args.timeout} s")
+    if any(codes):
+        raise SystemExit(f"worker exit codes {codes}")
+    return [json.load(open(os.path.join(out, f"worker{r}.json")))
+            for r in range(args.world_size)]
+
+
 def driver(args):
     import quickreduce as qr  # noqa: F401  (fails early if the package is missing)
 
+    if args.device == "cuda" or args.analysis_device.startswith("cuda"):
+        # One fp32-accumulated rounding per matmul and no TF32, as the bounds assume.
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     out = args.out or tempfile.mkdtemp(prefix="qr-tp-")
     os.makedirs(out, exist_ok=True)
     if args.model:
@@ -292,6 +397,9 @@ def driver(args):
         log("note: hidden_size is not a multiple of 32; quantization blocks straddle tokens and "
             "the decode-step bounds are approximate")
     regimes = args.regimes.split(",")
+    if args.world_size != 2 and "INT3" in regimes:
+        log("note: INT3 runs only at world size 2; left out")
+        regimes.remove("INT3")
     if "FP" not in regimes:
         regimes = ["FP"] + regimes  # the quantized regimes are measured against FP
     dtypes = args.dtypes.split(",")
@@ -311,31 +419,13 @@ def driver(args):
     # No size floor: every all-reduce of the model goes through quickreduce
     # (the op raises instead of silently falling back).
     os.environ["QR_MIN_SIZE_BYTES_MB"] = "0"
-    env = dict(os.environ)
     if args.one_shot_off:
         # Every call two-shot, so each regime's codec really runs (one-shot is
-        # exact: below its ceiling, every regime gives FP's bits).
-        env["QR_ONE_SHOT_MAX_KB"] = "0"
-        os.environ["QR_ONE_SHOT_MAX_KB"] = "0"  # the reference below reads it too
-    if args.device == "host":
-        env.setdefault("QR_BROKER_SOCKET", os.path.join(out, "broker.sock"))
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model_path,
-           "--out", out, "--world-size", str(args.world_size), "--device", args.device]
-    procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env) for r in range(args.world_size)]
-    deadline = time.time() + args.timeout
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise SystemExit(f"workers did not finish within {args.timeout} s")
-    if any(codes):
-        raise SystemExit(f"worker exit codes {codes}")
+        # exact: below its ceiling, every regime gives FP's bits). The
+        # reference below reads it too.
+        os.environ["QR_ONE_SHOT_MAX_KB"] = "0"
+    workers = _run_workers(args, model_path, out)
     t_workers = time.time() - t0
-    workers = [json.load(open(os.path.join(out, f"worker{r}.json")))
-               for r in range(args.world_size)]
 
     # ---- the checks
     checks = Checks()
@@ -364,9 +454,10 @@ def driver(args):
     unsharded = {}
     for mode in dtypes:
         dtype, _ = DTYPE_MODES[mode]
-        ref_model = tp_decoder.TPDecoder(config, state, dtype=dtype, max_len=max_len)
+        ref_model = tp_decoder.TPDecoder(config, state, dtype=dtype, max_len=max_len,
+                                         device=args.analysis_device)
         unsharded[mode] = {
-            "stream": tp_decoder.stream_logits(ref_model, stream).numpy(),
+            "stream": tp_decoder.stream_logits(ref_model, stream).cpu().numpy(),
             "tokens": [tp_decoder.greedy_generate(ref_model, p, args.new_tokens)[0]
                        for p in prompts]}
     for regime in regimes:
@@ -422,8 +513,8 @@ def driver(args):
                 limit = tp_bounds.K_SIGMA * float(scale[0]) + head_err
                 if ref_logits is None:  # FP: the reference is the unsharded model's margin
                     ref_model = tp_decoder.TPDecoder(config, state, dtype=DTYPE_MODES[mode][0],
-                                                     max_len=len(seq))
-                    ref_logits = tp_decoder.stream_logits(ref_model, seq).numpy()[-1]
+                                                     max_len=len(seq), device=args.analysis_device)
+                    ref_logits = tp_decoder.stream_logits(ref_model, seq).cpu().numpy()[-1]
                 margin = float(ref_logits[a] - ref_logits[b])
                 checks.add(f"{key} prompt {i} first differing token {first} allowed",
                            margin <= limit,
@@ -435,7 +526,8 @@ def driver(args):
                     checks.add(f"{key} {variant} decode gives the eager tokens",
                                toks == res[0]["tokens"]["eager"], "")
             table.append(row)
-    summary = {"model": model_path, "config": config.to_hf(), "world_size": ws,
+    vs_hf = _compare_transformers(checks, model_path, config, state, stream, args.analysis_device)
+    summary = {"model": model_path, "transformers_check": vs_hf, "config": config.to_hf(), "world_size": ws,
                "device": args.device, "one_shot_off": args.one_shot_off,
                "prompts": len(prompts), "new_tokens": args.new_tokens,
                "stream_len": len(stream), "k_sigma": tp_bounds.K_SIGMA,
