@@ -62,9 +62,12 @@ class DecoderConfig:
                              f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
         if d.get("hidden_act", "silu") != "silu":
             raise ValueError(f"hidden_act {d['hidden_act']!r}: only silu (SwiGLU) is supported")
-        scaling = d.get("rope_scaling")
-        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
-            raise ValueError(f"rope_scaling {scaling!r} is not supported")
+        # transformers >= 5 writes rope_parameters; earlier configs rope_theta
+        # and rope_scaling.
+        rope = d.get("rope_parameters") or {}
+        scaling = d.get("rope_scaling") or rope
+        if scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+            raise ValueError(f"rope scaling {scaling!r} is not supported (only default RoPE)")
         if d.get("mlp_bias", False):
             raise ValueError("mlp_bias is not supported")
         if model_type == "qwen2" and d.get("use_sliding_window", False):
@@ -81,7 +84,7 @@ class DecoderConfig:
             num_key_value_heads=d.get("num_key_value_heads") or heads,
             head_dim=d.get("head_dim") or hidden // heads,
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_theta=d.get("rope_theta", 10000.0),
+            rope_theta=rope.get("rope_theta", d.get("rope_theta", 10000.0)),
             max_position_embeddings=d.get("max_position_embeddings", 2048),
             tie_word_embeddings=d.get("tie_word_embeddings", False),
             attention_bias=(model_type == "qwen2") or d.get("attention_bias", False),
@@ -102,6 +105,7 @@ class DecoderConfig:
             "hidden_act": "silu",
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": self.rope_theta,
+            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
             "max_position_embeddings": self.max_position_embeddings,
             "tie_word_embeddings": self.tie_word_embeddings,
             "torch_dtype": "float32",

@@ -84,10 +84,20 @@ def test_config_refuses_what_the_model_lacks():
     hf = TINY.to_hf()
     for key, value, word in (("model_type", "mistral", "model_type"),
                              ("hidden_act", "gelu", "hidden_act"),
-                             ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "rope_scaling")):
+                             ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "rope"),
+                             ("rope_parameters", {"rope_type": "llama3", "rope_theta": 5e5},
+                              "rope")):
         bad = dict(hf, **{key: value})
         with pytest.raises(ValueError, match=word):
             tp_decoder.DecoderConfig.from_hf(bad)
+
+
+def test_config_reads_rope_parameters_and_legacy_keys():
+    hf = TINY.to_hf()
+    hf["rope_parameters"] = {"rope_type": "default", "rope_theta": 123.0}
+    assert tp_decoder.DecoderConfig.from_hf(hf).rope_theta == 123.0
+    del hf["rope_parameters"]
+    assert tp_decoder.DecoderConfig.from_hf(hf).rope_theta == TINY.rope_theta
 
 
 def test_loader_reads_a_sharded_checkpoint_with_an_index(tiny, tmp_path):

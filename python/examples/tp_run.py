@@ -190,6 +190,11 @@ def worker(args):
                         step = _graph_step(model)
                     elif variant == "compile":
                         step = torch.compile(model, fullgraph=True, dynamic=False)
+                    elif variant == "trace":  # TorchScript: what torch 1.13 on a CPU has
+                        example = (torch.zeros((1, 1), dtype=torch.long, device=device),
+                                   torch.zeros((1,), dtype=torch.long, device=device))
+                        with torch.no_grad():
+                            step = torch.jit.trace(model, example, check_trace=False)
                     else:
                         raise ValueError(f"unknown decode variant {variant!r}")
                     res["tokens"][variant] = [
@@ -572,16 +577,23 @@ def main(argv=None):
     ap.add_argument("--sample-every", type=int, default=16,
                     help="check every n-th all-reduce of a generation against the reference")
     ap.add_argument("--decode-variants", default="eager",
-                    help="eager,graph,compile (graph and compile need --device cuda)")
+                    help="eager,graph,compile,trace (graph and compile need --device cuda; "
+                    "trace is TorchScript)")
     ap.add_argument("--one-shot-off", type=int, default=1,
                     help="1: QR_ONE_SHOT_MAX_KB=0, every call two-shot (default)")
     ap.add_argument("--analysis-device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", help="results directory (default: a new temporary one)")
+    ap.add_argument("--print-table", metavar="RESULTS_JSON",
+                    help="print the table of an earlier run's results.json and exit")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.print_table:
+        with open(args.print_table) as f:
+            print(format_table(json.load(f)))
+        return 0
     if args.worker:
         worker(args)
         return 0
