@@ -30,6 +30,7 @@ import argparse
 import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -137,6 +138,8 @@ def worker(args):
     state = tp_decoder.load_state_dict(args.model)
     if args.device == "host":
         device, qr_device = "cpu", None
+        # The ranks share the machine's cores.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // ws))
     else:
         ordinal = rank % torch.cuda.device_count()
         torch.cuda.set_device(ordinal)
@@ -355,24 +358,49 @@ class PrivateBroker:
         subprocess.run(["rm", "-rf", self.dir])
 
 
+def _forked_worker(args, env):
+    os.environ.clear()
+    os.environ.update(env)
+    worker(args)
+
+
+def _start_rank(args, model_path, out, rank, env):
+    """Rank `rank`'s process. On the host backend it is forked from this one
+    (torch is imported once, not once per rank: on two CPU cores that is most
+    of a small run); with GPUs it is a fresh interpreter (CUDA and fork do
+    not mix)."""
+    if args.device == "host":
+        wargs = argparse.Namespace(**vars(args))
+        wargs.worker, wargs.rank, wargs.model, wargs.out = True, rank, model_path, out
+        p = multiprocessing.get_context("fork").Process(target=_forked_worker, args=(wargs, env))
+        p.start()
+        return lambda timeout: (p.join(timeout), p.exitcode)[1], p.kill
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model_path,
+           "--out", out, "--world-size", str(args.world_size), "--device", args.device,
+           "--rank", str(rank)]
+    p = subprocess.Popen(cmd, env=env)
+
+    def wait(timeout):
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    return wait, p.kill
+
+
 def _run_workers(args, model_path, out):
     """One process per rank; returns their results (dicts by regime/dtype)."""
     env = dict(os.environ)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model_path,
-           "--out", out, "--world-size", str(args.world_size), "--device", args.device]
     with PrivateBroker() as broker:
         env.update(QR_BROKER_SOCKET=broker.socket, QR_BROKER_AUTOSTART="0")
-        procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env)
-                 for r in range(args.world_size)]
+        ranks = [_start_rank(args, model_path, out, r, env) for r in range(args.world_size)]
         deadline = time.time() + args.timeout
-        codes = []
-        for p in procs:
-            try:
-                codes.append(p.wait(timeout=max(1, deadline - time.time())))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                raise SystemExit(f"workers did not finish within {args.timeout} s")
+        codes = [wait(max(1, deadline - time.time())) for wait, _ in ranks]
+        if None in codes:
+            for _, kill in ranks:
+                kill()
+            raise SystemExit(f"workers did not finish within {args.timeout} s")
     if any(codes):
         raise SystemExit(f"worker exit codes {codes}")
     return [json.load(open(os.path.join(out, f"worker{r}.json")))
@@ -388,6 +416,11 @@ def driver(args):
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+    if args.device == "host":
+        # The ranks are forked from this process: keep its CPU kernels on one
+        # thread until they are (an OpenMP pool does not survive a fork).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
     out = args.out or tempfile.mkdtemp(prefix="qr-tp-")
     os.makedirs(out, exist_ok=True)
     if args.model:
@@ -431,6 +464,8 @@ def driver(args):
         os.environ["QR_ONE_SHOT_MAX_KB"] = "0"
     workers = _run_workers(args, model_path, out)
     t_workers = time.time() - t0
+    if args.device == "host":
+        torch.set_num_threads(threads)
 
     # ---- the checks
     checks = Checks()
