@@ -26,7 +26,6 @@ weight names), so `--model PATH` works for a real checkpoint and for the
 seeded random model `write_random_model` writes.
 """
 
-import dataclasses
 import json
 import math
 import os
@@ -34,112 +33,15 @@ import os
 import torch
 import torch.nn.functional as F
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
-
-
-@dataclasses.dataclass(frozen=True)
-class DecoderConfig:
-    model_type: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-    attention_bias: bool  # bias on q/k/v (always on in Qwen2)
-
-    @staticmethod
-    def from_hf(d):
-        """Reads a Hugging Face config.json dict; refuses what this model lacks."""
-        model_type = d.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"model_type {model_type!r} is not supported "
-                             f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
-        if d.get("hidden_act", "silu") != "silu":
-            raise ValueError(f"hidden_act {d['hidden_act']!r}: only silu (SwiGLU) is supported")
-        # transformers >= 5 writes rope_parameters; earlier configs rope_theta
-        # and rope_scaling.
-        rope = d.get("rope_parameters") or {}
-        scaling = d.get("rope_scaling") or rope
-        if scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
-            raise ValueError(f"rope scaling {scaling!r} is not supported (only default RoPE)")
-        if d.get("mlp_bias", False):
-            raise ValueError("mlp_bias is not supported")
-        if model_type == "qwen2" and d.get("use_sliding_window", False):
-            raise ValueError("Qwen2 sliding-window attention is not supported")
-        heads = d["num_attention_heads"]
-        hidden = d["hidden_size"]
-        return DecoderConfig(
-            model_type=model_type,
-            vocab_size=d["vocab_size"],
-            hidden_size=hidden,
-            intermediate_size=d["intermediate_size"],
-            num_hidden_layers=d["num_hidden_layers"],
-            num_attention_heads=heads,
-            num_key_value_heads=d.get("num_key_value_heads") or heads,
-            head_dim=d.get("head_dim") or hidden // heads,
-            rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_theta=rope.get("rope_theta", d.get("rope_theta", 10000.0)),
-            max_position_embeddings=d.get("max_position_embeddings", 2048),
-            tie_word_embeddings=d.get("tie_word_embeddings", False),
-            attention_bias=(model_type == "qwen2") or d.get("attention_bias", False),
-        )
-
-    def to_hf(self):
-        arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[self.model_type]
-        d = {
-            "architectures": [arch],
-            "model_type": self.model_type,
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "num_hidden_layers": self.num_hidden_layers,
-            "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim,
-            "hidden_act": "silu",
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
-            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
-            "max_position_embeddings": self.max_position_embeddings,
-            "tie_word_embeddings": self.tie_word_embeddings,
-            "torch_dtype": "float32",
-        }
-        if self.model_type == "llama":
-            d["attention_bias"] = self.attention_bias
-            d["mlp_bias"] = False
-        return d
-
+from tp_common import (SUPPORTED_MODEL_TYPES, DecoderConfig, heads_of_rank,  # noqa: F401
+                       load_config, random_state, shard_state_dict, weight_files)
 
 # ---------------------------------------------------------------- loading
 
 
-def load_config(path):
-    with open(os.path.join(path, "config.json")) as f:
-        return DecoderConfig.from_hf(json.load(f))
-
-
-def _weight_files(path):
-    """The checkpoint's weight files, safetensors preferred, as (kind, [files])."""
-    for kind, single, index in (("safetensors", "model.safetensors", "model.safetensors.index.json"),
-                                ("torch", "pytorch_model.bin", "pytorch_model.bin.index.json")):
-        if os.path.exists(os.path.join(path, index)):
-            with open(os.path.join(path, index)) as f:
-                files = sorted(set(json.load(f)["weight_map"].values()))
-            return kind, [os.path.join(path, name) for name in files]
-        if os.path.exists(os.path.join(path, single)):
-            return kind, [os.path.join(path, single)]
-    raise FileNotFoundError(f"{path}: no model.safetensors or pytorch_model.bin (or their index)")
-
-
 def load_state_dict(path):
     """All tensors of a local HF checkpoint by their HF names (float32, CPU)."""
-    kind, files = _weight_files(path)
+    kind, files = weight_files(path)
     state = {}
     for name in files:
         if kind == "safetensors":
@@ -152,49 +54,15 @@ def load_state_dict(path):
 
 
 def write_random_model(path, config, seed=0, logit_std=6.0):
-    """Writes a seeded random model as a local HF directory and returns `path`.
-
-    Projections are N(0, 1/fan_in) so activations keep unit scale, the norms
-    are around 1, and the output head is scaled so the logits' standard
-    deviation is about `logit_std`: the top tokens are then well separated and
-    greedy decoding is not decided by ties. Weights are saved as
-    model.safetensors when the `safetensors` module exists, else as
-    pytorch_model.bin; both load through `load_state_dict`.
-    """
-    c = config
+    """Writes the seeded random model (tp_common.random_state) as a local HF
+    directory and returns `path`: model.safetensors when the `safetensors`
+    module exists, else pytorch_model.bin; both load through `load_state_dict`."""
     g = torch.Generator().manual_seed(seed)
-
-    def normal(*shape, std):
-        return torch.randn(*shape, generator=g) * std
-
-    def norm_weight():
-        return 1.0 + 0.1 * torch.randn(c.hidden_size, generator=g)
-
-    q_out = c.num_attention_heads * c.head_dim
-    kv_out = c.num_key_value_heads * c.head_dim
-    h, i = c.hidden_size, c.intermediate_size
-    sd = {"model.embed_tokens.weight": normal(c.vocab_size, h, std=1.0)}
-    for layer in range(c.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        sd[p + "input_layernorm.weight"] = norm_weight()
-        sd[p + "self_attn.q_proj.weight"] = normal(q_out, h, std=h ** -0.5)
-        sd[p + "self_attn.k_proj.weight"] = normal(kv_out, h, std=h ** -0.5)
-        sd[p + "self_attn.v_proj.weight"] = normal(kv_out, h, std=h ** -0.5)
-        if c.attention_bias:
-            sd[p + "self_attn.q_proj.bias"] = normal(q_out, std=0.1)
-            sd[p + "self_attn.k_proj.bias"] = normal(kv_out, std=0.1)
-            sd[p + "self_attn.v_proj.bias"] = normal(kv_out, std=0.1)
-        sd[p + "self_attn.o_proj.weight"] = normal(h, q_out, std=q_out ** -0.5)
-        sd[p + "post_attention_layernorm.weight"] = norm_weight()
-        sd[p + "mlp.gate_proj.weight"] = normal(i, h, std=h ** -0.5)
-        sd[p + "mlp.up_proj.weight"] = normal(i, h, std=h ** -0.5)
-        sd[p + "mlp.down_proj.weight"] = normal(h, i, std=i ** -0.5)
-    sd["model.norm.weight"] = norm_weight()
-    if not c.tie_word_embeddings:
-        sd["lm_head.weight"] = normal(c.vocab_size, h, std=logit_std * h ** -0.5)
+    sd = random_state(config, lambda *shape, std: torch.randn(*shape, generator=g) * std,
+                      logit_std)
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(c.to_hf(), f, indent=2)
+        json.dump(config.to_hf(), f, indent=2)
     try:
         import safetensors.torch
     except ImportError:
@@ -204,59 +72,6 @@ def write_random_model(path, config, seed=0, logit_std=6.0):
                                     os.path.join(path, "model.safetensors"))
     return path
 
-
-# ---------------------------------------------------------------- sharding
-
-
-def _heads_of_rank(config, rank, world_size):
-    """(first q head, q heads, first kv head, kv heads) this rank computes.
-
-    Query heads split evenly. Key/value heads split too when there are at
-    least as many as ranks; otherwise each kv head is replicated over
-    world_size / num_kv_heads ranks, as in vLLM.
-    """
-    nh, nkv = config.num_attention_heads, config.num_key_value_heads
-    if nh % world_size:
-        raise ValueError(f"{nh} attention heads do not split over {world_size} ranks")
-    if nkv % world_size and world_size % nkv:
-        raise ValueError(f"{nkv} key/value heads neither split over nor replicate to "
-                         f"{world_size} ranks")
-    q_per_rank = nh // world_size
-    if nkv >= world_size:
-        kv_per_rank = nkv // world_size
-        return rank * q_per_rank, q_per_rank, rank * kv_per_rank, kv_per_rank
-    return rank * q_per_rank, q_per_rank, rank // (world_size // nkv), 1
-
-
-def shard_state_dict(config, state, rank, world_size):
-    """This rank's tensors: column slices of q/k/v and gate/up, row slices of
-    o/down (as slices of the HF [out, in] weight matrices), the rest whole."""
-    c = config
-    if c.intermediate_size % world_size:
-        raise ValueError(f"intermediate_size {c.intermediate_size} does not split over "
-                         f"{world_size} ranks")
-    q0, nq, kv0, nkv = _heads_of_rank(c, rank, world_size)
-    hd = c.head_dim
-    q_rows = slice(q0 * hd, (q0 + nq) * hd)
-    kv_rows = slice(kv0 * hd, (kv0 + nkv) * hd)
-    step = c.intermediate_size // world_size
-    mlp_rows = slice(rank * step, (rank + 1) * step)
-    out = {}
-    for name, t in state.items():
-        if ".self_attn.q_proj." in name:
-            t = t[q_rows]
-        elif ".self_attn.k_proj." in name or ".self_attn.v_proj." in name:
-            t = t[kv_rows]
-        elif ".self_attn.o_proj." in name:
-            t = t[:, q_rows]
-        elif ".mlp.gate_proj." in name or ".mlp.up_proj." in name:
-            t = t[mlp_rows]
-        elif ".mlp.down_proj." in name:
-            t = t[:, mlp_rows]
-        out[name] = t.contiguous()
-    if c.tie_word_embeddings:
-        out["lm_head.weight"] = state["model.embed_tokens.weight"]
-    return out
 
 
 # ---------------------------------------------------------------- the model
@@ -288,7 +103,7 @@ class TPDecoder(torch.nn.Module):
         self.dtype, self.device = dtype, torch.device(device)
         self.all_reduce = all_reduce
         self.probe = probe
-        _, self.q_heads, _, self.kv_heads = _heads_of_rank(c, rank, world_size)
+        _, self.q_heads, _, self.kv_heads = heads_of_rank(c, rank, world_size)
         shard = shard_state_dict(c, state, rank, world_size)
         self.w = {k: v.to(self.device, dtype) for k, v in shard.items()}
         # fp32 matmuls on CPU (PyTorch has no fp16 CPU matmul); on GPUs the

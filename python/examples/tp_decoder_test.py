@@ -15,7 +15,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import tp_bounds  # noqa: E402
+import tp_common  # noqa: E402
 import tp_decoder  # noqa: E402
+import tp_numpy  # noqa: E402
 import tp_run  # noqa: E402
 
 TINY = tp_decoder.DecoderConfig(**tp_run.PRESETS["tiny"])
@@ -170,6 +172,23 @@ def test_tensor_parallel_fp32_equals_unsharded(tiny, world_size):
     for z in outs:
         assert torch.equal(z, outs[0])
         assert float((z - ref).abs().max()) < 1e-3
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_numpy_decoder_is_the_same_model(world_size):
+    """tp_numpy (the fallback without torch) computes what TPDecoder does."""
+    config = tp_common.DecoderConfig(**tp_numpy.TINY)
+    state = tp_numpy.random_state(config, seed=5)
+    torch_state = {k: torch.from_numpy(v) for k, v in state.items()}
+    stream = list(range(7, 27))
+    ref = tp_decoder.stream_logits(
+        tp_decoder.TPDecoder(config, torch_state, dtype=torch.float32, max_len=32), stream)
+    outs = _threaded_tp(config, torch_state, world_size, torch.float32,
+                        lambda m: tp_decoder.stream_logits(m, stream), _exact_sum)
+    np_model = tp_numpy.NumpyTPDecoder(config, state, dtype=np.float32, max_len=32)
+    z = tp_numpy.stream_logits(np_model, stream)
+    assert float(np.abs(z - ref.numpy()).max()) < 1e-3
+    assert float(np.abs(z - outs[0].numpy()).max()) < 1e-3
 
 
 def test_a_dropped_partial_sum_is_caught(tiny):

@@ -46,6 +46,7 @@ sys.path.insert(0, HERE)
 sys.path.append(os.path.dirname(HERE))
 
 import tp_bounds  # noqa: E402
+import tp_common  # noqa: E402
 import tp_decoder  # noqa: E402
 
 DTYPE_MODES = {  # name -> (torch dtype, cast_bf16_to_fp16)
@@ -327,37 +328,6 @@ def _compare_transformers(checks, model_path, config, state, stream, device):
             float(np.abs(z - z_hf).max()), "over_bound": ratio}
 
 
-class PrivateBroker:
-    """A qr-broker of this run's own (socket in a fresh /tmp directory: a
-    Unix socket path is short), stopped at the end, so nothing outlives the run."""
-
-    def __enter__(self):
-        from quickreduce import _lib
-        binary = os.environ.get("QR_BROKER_BIN") or _lib.binary("qr-broker")
-        if not binary:
-            raise SystemExit("qr-broker not found: set QR_BROKER_BIN")
-        self.dir = tempfile.mkdtemp(prefix="qr-tp-", dir="/tmp")
-        self.socket = os.path.join(self.dir, "broker.sock")
-        self.log = open(os.path.join(self.dir, "broker.log"), "w")
-        self.proc = subprocess.Popen([binary, "--socket", self.socket], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        deadline = time.time() + 10
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"qr-broker did not start (log: {self.log.name})")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        subprocess.run(["rm", "-rf", self.dir])
-
-
 def _forked_worker(args, env):
     os.environ.clear()
     os.environ.update(env)
@@ -392,7 +362,7 @@ def _start_rank(args, model_path, out, rank, env):
 def _run_workers(args, model_path, out):
     """One process per rank; returns their results (dicts by regime/dtype)."""
     env = dict(os.environ)
-    with PrivateBroker() as broker:
+    with tp_common.PrivateBroker() as broker:
         env.update(QR_BROKER_SOCKET=broker.socket, QR_BROKER_AUTOSTART="0")
         ranks = [_start_rank(args, model_path, out, r, env) for r in range(args.world_size)]
         deadline = time.time() + args.timeout
