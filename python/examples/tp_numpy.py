@@ -35,10 +35,7 @@ sys.path.append(os.path.dirname(HERE))  # the source tree's package, unless one 
 
 import tp_common  # noqa: E402
 
-TINY = dict(model_type="qwen2", vocab_size=128, hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4, head_dim=8,
-            rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=512,
-            tie_word_embeddings=False, attention_bias=True)
+TINY = tp_common.PRESETS["tiny"]
 
 
 def random_state(config, seed=0):

@@ -55,20 +55,7 @@ DTYPE_MODES = {  # name -> (torch dtype, cast_bf16_to_fp16)
     "bf16cast": (torch.bfloat16, True),
 }
 
-PRESETS = {
-    # Small enough for CI on two cores; hidden is a multiple of 32 so that a
-    # quantization block never straddles two tokens (the bounds assume it).
-    "tiny": dict(model_type="qwen2", vocab_size=128, hidden_size=64, intermediate_size=128,
-                 num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4, head_dim=8,
-                 rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=512,
-                 tie_word_embeddings=False, attention_bias=True),
-    # The GPU machine's default: Llama layout, 4 layers, GQA 16/8.
-    "small": dict(model_type="llama", vocab_size=2048, hidden_size=256, intermediate_size=704,
-                  num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8,
-                  head_dim=16, rms_norm_eps=1e-5, rope_theta=500000.0,
-                  max_position_embeddings=2048, tie_word_embeddings=False,
-                  attention_bias=False),
-}
+PRESETS = tp_common.PRESETS
 
 
 def log(msg):
