@@ -230,13 +230,22 @@ class Sensitivity:
                                     retain_graph=True, is_grads_batched=True)
         return torch.cat([g.reshape(rows.shape[0], -1) for g in grads], dim=1)
 
-    def logit_scales(self, positions, pairs, chunk_positions=4, vocab_chunk=8192):
-        """S [len(positions), vocab, P] for every logit, and the head term [len, vocab]."""
+    def logit_scales(self, positions, pairs, centers=(None,), chunk_positions=4,
+                     vocab_chunk=8192):
+        """For each of `centers`: S [len(positions), vocab, P] for every logit
+        and the head term [len, vocab].
+
+        A center None means the logits themselves; probabilities
+        [len(positions), vocab] mean the centered logits z_j - sum_i c_i z_i
+        (a shift of every logit changes no distribution, and centering
+        removes most of it). The backward passes are shared."""
         weights = self._pair_weights(pairs).T.contiguous()  # [N, P]
         element_pos = torch.cat(self.probe.positions)
         H = self.hidden.shape[-1]
         positions = list(positions)
-        out = []
+        centers = [None if c is None else torch.as_tensor(c, dtype=torch.float32,
+                                                          device=self.device) for c in centers]
+        out = [([], []) for _ in centers]
         for start in range(0, len(positions), chunk_positions):
             part = positions[start:start + chunk_positions]
             jac = self._hidden_jacobian(part)
@@ -244,12 +253,17 @@ class Sensitivity:
                 causal = element_pos <= t  # later positions cannot reach logits[t]
                 g = jac[i * H:(i + 1) * H][:, causal]
                 w = weights[causal]
-                s2 = torch.cat([(lambda jz: (jz * jz) @ w)(self.head[v:v + vocab_chunk] @ g)
-                                for v in range(0, self.head.shape[0], vocab_chunk)])
-                out.append(s2.sqrt())
-        n = self.hidden[positions].detach()
-        head_err = 2 * H * U32 * (n.abs() @ self.head.abs().T)
-        return torch.stack(out).cpu().double().numpy(), head_err.cpu().double().numpy()
+                for center, (scales, heads) in zip(centers, out):
+                    head, head_abs = self.head, self.head.abs()
+                    if center is not None:
+                        head = head - center[start + i] @ head
+                        head_abs = head_abs + center[start + i] @ head_abs
+                    s2 = torch.cat([(lambda jz: (jz * jz) @ w)(head[v:v + vocab_chunk] @ g)
+                                    for v in range(0, head.shape[0], vocab_chunk)])
+                    scales.append(s2.sqrt())
+                    heads.append(2 * H * U32 * (head_abs @ self.hidden[t].detach().abs()))
+        return [(torch.stack(s).cpu().double().numpy(), torch.stack(h).cpu().double().numpy())
+                for s, h in out]
 
     def margin_scale(self, position, a, b, pairs):
         """S [P] of logit a minus logit b at `position`, and its head term."""
@@ -290,12 +304,25 @@ K_SIGMA = 8.0
 
 
 def logit_thresholds(scales, head, k=K_SIGMA):
-    """From S [T, vocab] and the head term to the bounds on every metric
-    (docs/model-quality.md):
-      |Δ logit_tj|    <= E_tj = k S_tj + head_tj
-      KL per row      <= (max_j E_tj)^2 / 2      (Hoeffding's lemma: range(Δz)^2 / 8)
-      |Δ log ppl|     <= mean_t 2 max_j E_tj     (|Δ log p(target)| <= range(Δz))
-    """
-    e = k * scales + head
-    emax = e.max(-1)
-    return e, {"kl_mean": float((emax ** 2 / 2).mean()), "log_ppl": float(2 * emax[:-1].mean())}
+    """|Δ logit_tj| <= E_tj = k S_tj + head_tj (S and head of plain logits)."""
+    return k * scales + head
+
+
+def distribution_thresholds(centered_scales, centered_head, p_ref, stream, k=K_SIGMA):
+    """The KL and perplexity bounds (docs/model-quality.md, section 3) from
+    c_tj = k S + head of the centered logits, a bound on |Δz_tj - m_t| for
+    one shift m_t, and the reference run's probabilities p_ref [T, vocab]:
+      KL_t        <= min(sum_j p_tj (e^c_tj - 1 - c_tj),  (max_j c_tj)^2 / 2)
+      |Δ log p_t| <= min(c_t,next + log sum_j p_tj e^c_tj,  2 max_j c_tj)
+    (the first forms are tight for small c, the second, Hoeffding's lemma
+    and the range of Δz, for large). Also the model's estimate of the
+    expected KL, mean_t sum_j p_tj S_tj^2 / 2 (second order, no k)."""
+    c = k * centered_scales + centered_head
+    cmax = c.max(-1)
+    with np.errstate(over="ignore"):
+        kl = np.minimum((p_ref * (np.expm1(c) - c)).sum(-1), cmax ** 2 / 2)
+        t = np.arange(len(stream) - 1)
+        lse = np.log((p_ref[:-1] * np.exp(c[:-1])).sum(-1))
+    ppl = np.minimum(c[t, np.asarray(stream[1:])] + lse, 2 * cmax[:-1])
+    return {"kl_mean": float(kl.mean()), "log_ppl": float(ppl.mean()),
+            "kl_expected": float((p_ref * centered_scales ** 2).sum(-1).mean() / 2)}

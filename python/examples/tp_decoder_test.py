@@ -231,7 +231,7 @@ def test_scales_grow_with_the_codec_step(tiny):
                                                        for r in tp_bounds.REGIMES]
     pairs = [(1, 0)] + [(i, 1) for i in range(2, 6)]
     sens = tp_bounds.Sensitivity(config, state, list(range(3, 11)), modes)
-    scales, head = sens.logit_scales(range(8), pairs)
+    [(scales, head)] = sens.logit_scales(range(8), pairs)
     means = scales.mean(axis=(0, 1))
     assert all(a < b for a, b in zip(means, means[1:]))
     # INT8 -> INT4 is 255/15 = 17x in step; FP's own roundings add a little.
@@ -246,7 +246,7 @@ def test_hoeffding_bound_holds_for_injected_worst_magnitude_errors(tiny):
     tokens = list(range(3, 15))
     modes = [tp_bounds.Mode("bfloat16", "INT4", 2)]
     sens = tp_bounds.Sensitivity(config, state, tokens, modes)
-    scales, head = sens.logit_scales(range(len(tokens)), [(0, 0)])
+    [(scales, head)] = sens.logit_scales(range(len(tokens)), [(0, 0)])
     # (b_a + b_b) with a == b is 2b: halve to get one run's scale.
     bound = tp_bounds.K_SIGMA * scales[:, :, 0] / 2 + head
     g = torch.Generator().manual_seed(7)
@@ -270,17 +270,34 @@ def test_hoeffding_bound_holds_for_injected_worst_magnitude_errors(tiny):
     assert ratio.max() > 0.02  # the bound is not astronomically loose
 
 
-def test_metric_thresholds_follow_from_the_logit_bound():
-    e = np.full((4, 10), 0.1)
-    _, limits = tp_bounds.logit_thresholds(e / tp_bounds.K_SIGMA, np.zeros_like(e))
-    assert limits["kl_mean"] == pytest.approx(0.1 ** 2 / 2)
-    assert limits["log_ppl"] == pytest.approx(0.2)
-    # Hoeffding's lemma: KL(p || softmax(z + d)) <= range(d)^2 / 8.
+def test_distribution_bounds_hold_for_any_shift_within_c():
+    """KL <= sum p (e^c - 1 - c) and |Δ log p(y)| <= c_y + log sum p e^c
+    whenever |Δz_j - m| <= c_j for one shift m (adversarial and random Δ)."""
     rng = np.random.default_rng(0)
-    for _ in range(100):
-        z = rng.normal(size=10) * 5
-        d = rng.uniform(-0.1, 0.1, size=10)
-        assert tp_bounds.kl_per_position(z[None], (z + d)[None])[0] <= (d.max() - d.min()) ** 2 / 8
+    for trial in range(300):
+        z = rng.normal(size=(3, 12)) * 5
+        c = rng.uniform(0, 2, size=(3, 12)) * (0.01 if trial % 2 else 1)
+        m = rng.normal(size=(3, 1)) * 3
+        d = m + c * rng.choice([-1.0, 1.0], size=c.shape) * rng.uniform(0.5, 1, size=c.shape)
+        stream = rng.integers(0, 12, size=3).tolist()
+        p = np.exp(tp_bounds.log_softmax(z))
+        limits = tp_bounds.distribution_thresholds(c / tp_bounds.K_SIGMA, np.zeros_like(c), p,
+                                                   stream)
+        kl = tp_bounds.kl_per_position(z, z + d).mean()
+        dppl = abs(tp_bounds.log_perplexity(z + d, stream) - tp_bounds.log_perplexity(z, stream))
+        assert kl <= limits["kl_mean"] * (1 + 1e-12)
+        assert dppl <= limits["log_ppl"] * (1 + 1e-12)
+
+
+def test_centering_shrinks_the_distribution_bounds(tiny):
+    """Centered scales are what KL sees; they are smaller than the plain ones."""
+    config, state = tiny
+    tokens = list(range(3, 11))
+    modes = [tp_bounds.Mode("float16", "FP", 2), tp_bounds.Mode("float16", "INT4", 2)]
+    sens = tp_bounds.Sensitivity(config, state, tokens, modes)
+    p = np.full((len(tokens), config.vocab_size), 1.0 / config.vocab_size)
+    (plain, _), (centered, _) = sens.logit_scales(range(len(tokens)), [(1, 0)], centers=(None, p))
+    assert centered.mean() < plain.mean()
 
 
 # ---------------------------------------------------------------- with quickreduce
