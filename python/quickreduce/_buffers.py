@@ -8,6 +8,7 @@ from ._enums import DType
 from .errors import InvalidArgument
 
 ALIGNMENT = 16  # the kernels move 16 bytes at a time, and messages are whole 16-byte units
+_TORCH_DTYPES = {}  # torch dtype -> DType, filled on first use
 
 
 class Buffer:
@@ -69,13 +70,15 @@ def describe(obj, dtype=None, what="input"):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         if obj.is_cuda:
-            device = obj.device.index if obj.device.index is not None else torch.cuda.current_device()
+            device = obj.get_device()
         elif obj.device.type == "cpu":
             device = None
         else:
             raise InvalidArgument("%s is on %s; quickreduce takes CPU or CUDA tensors"
                                   % (what, obj.device))
-        d = {torch.float16: DType.FLOAT16, torch.bfloat16: DType.BFLOAT16}.get(obj.dtype)
+        if not _TORCH_DTYPES:
+            _TORCH_DTYPES.update({torch.float16: DType.FLOAT16, torch.bfloat16: DType.BFLOAT16})
+        d = _TORCH_DTYPES.get(obj.dtype)
         if dtype is not None and d != dtype:
             raise InvalidArgument("%s is %s, not %s" % (what, obj.dtype, dtype.name))
         return Buffer(obj, "torch", obj.data_ptr(), obj.numel() * obj.element_size(), d, device,

@@ -2,6 +2,8 @@
 
 import enum
 
+from .errors import InvalidArgument
+
 __all__ = ["Regime", "DType"]
 
 
@@ -17,15 +19,14 @@ class Regime(enum.IntEnum):
     @classmethod
     def parse(cls, value):
         """A Regime from a Regime, its name (any case) or its value."""
-        from .errors import InvalidArgument
-        if isinstance(value, cls):
+        if type(value) is cls:
             return value
         if isinstance(value, str):
-            try:
-                return cls[value.strip().upper()]
-            except KeyError:
+            r = _REGIME_NAMES.get(value) or _REGIME_NAMES.get(value.strip().upper())
+            if r is None:
                 raise InvalidArgument("regime %r is not one of %s"
-                                      % (value, ", ".join(m.name for m in cls))) from None
+                                      % (value, ", ".join(m.name for m in cls)))
+            return r
         if isinstance(value, int) and not isinstance(value, bool):
             try:
                 return cls(value)
@@ -41,12 +42,17 @@ class DType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value):
-        from .errors import InvalidArgument
-        if isinstance(value, cls):
+        """A DType from a DType or a name ("float16", "bf16", "torch.bfloat16", ...)."""
+        if type(value) is cls:
             return value
-        names = {"float16": cls.FLOAT16, "fp16": cls.FLOAT16, "half": cls.FLOAT16,
-                 "bfloat16": cls.BFLOAT16, "bf16": cls.BFLOAT16}
-        key = str(value).lower().replace("torch.", "")
-        if key in names:
-            return names[key]
-        raise InvalidArgument("dtype %r is neither float16 nor bfloat16" % (value,))
+        d = _DTYPE_NAMES.get(value) if isinstance(value, str) else None
+        if d is None:
+            d = _DTYPE_NAMES.get(str(value).lower().replace("torch.", ""))
+        if d is None:
+            raise InvalidArgument("dtype %r is neither float16 nor bfloat16" % (value,))
+        return d
+
+
+_REGIME_NAMES = {r.name: r for r in Regime}
+_DTYPE_NAMES = {"float16": DType.FLOAT16, "fp16": DType.FLOAT16, "half": DType.FLOAT16,
+                "bfloat16": DType.BFLOAT16, "bf16": DType.BFLOAT16}

@@ -13,9 +13,11 @@ from .errors import InvalidArgument
 
 __all__ = ["Communicator", "lookup", "register_fallback", "fallback_for"]
 
-# Communicators by group name, for the torch ops (which take a string: Dynamo
-# cannot pass arbitrary objects into a custom op).
-_registry = weakref.WeakValueDictionary()
+# Communicators by name (default: the group), for the torch ops, which take a
+# string: Dynamo cannot pass arbitrary objects into a custom op. A list per
+# name, so that ranks of one group as threads of one process are told apart
+# only when asked for by name.
+_registry = {}
 _registry_lock = threading.Lock()
 
 
@@ -23,9 +25,32 @@ _registry_lock = threading.Lock()
 _fallbacks = {}
 
 
-def lookup(group):
-    """The open Communicator of this process for `group`, or None."""
-    return _registry.get(group)
+def lookup(name):
+    """The open Communicator of this process named `name`, or None. Raises
+    InvalidArgument when several are open under that name."""
+    with _registry_lock:
+        live = [c for c in (r() for r in _registry.get(name, ())) if c is not None and not c.closed]
+    if len(live) > 1:
+        raise InvalidArgument(
+            "%d communicators named %r are open in this process (ranks as threads?): give "
+            "each its own with Communicator(..., name=...)" % (len(live), name))
+    return live[0] if live else None
+
+
+def _register(name, comm):
+    with _registry_lock:
+        refs = [r for r in _registry.get(name, ()) if r() is not None]
+        refs.append(weakref.ref(comm))
+        _registry[name] = refs
+
+
+def _unregister(name, comm):
+    with _registry_lock:
+        refs = [r for r in _registry.get(name, ()) if r() is not None and r() is not comm]
+        if refs:
+            _registry[name] = refs
+        else:
+            _registry.pop(name, None)
 
 
 def register_fallback(group, process_group):
@@ -82,18 +107,22 @@ class Communicator:
     current stream). Blocks until every rank has joined (timeout_ms; <= 0:
     $QR_JOIN_TIMEOUT_MS or 60 s). The configuration is read from the
     environment at join. One communicator must not be used by two threads at
-    once; distinct ones are independent.
+    once; distinct ones are independent. `name` (default: the group) is what
+    the torch ops take to find it.
 
     As a context manager it closes on exit; leaving by an exception first
     aborts the group with the exception's text, so peers fail at once."""
 
-    def __init__(self, group, rank, world_size, device=None, *, broker_socket=None, timeout_ms=0):
+    def __init__(self, group, rank, world_size, device=None, *, broker_socket=None, timeout_ms=0,
+                 name=None):
         self._c = None
+        if name is not None and not isinstance(name, str):
+            raise InvalidArgument("name must be a str, not %r" % (name,))
         if not isinstance(group, str):
             raise InvalidArgument("group must be a str, not %r" % (group,))
-        for name, v in (("rank", rank), ("world_size", world_size), ("timeout_ms", timeout_ms)):
+        for what, v in (("rank", rank), ("world_size", world_size), ("timeout_ms", timeout_ms)):
             if not isinstance(v, int) or isinstance(v, bool):
-                raise InvalidArgument("%s must be an int, not %r" % (name, v))
+                raise InvalidArgument("%s must be an int, not %r" % (what, v))
         self._device = _device_ordinal(device)
         lib = _lib.lib()
         opts = _lib.JoinOptions(broker_socket.encode() if broker_socket else None, group.encode(),
@@ -108,15 +137,20 @@ class Communicator:
         self._rank = rank
         self._world_size = world_size
         self._config = json.loads(lib.qr_config_json(handle).decode())
-        with _registry_lock:
-            _registry[group] = self
+        self._default_regime = Regime[self._config["regime"]]
+        self._default_cast = bool(self._config["cast_bf16_to_fp16"])
+        self._name = name or group
+        _register(self._name, self)
 
     # --- properties ---
     @property
     def group(self):
         return self._group
 
-    name = group
+    @property
+    def name(self):
+        """The name the torch ops find this communicator by (default: the group)."""
+        return self._name
 
     @property
     def rank(self):
@@ -152,9 +186,8 @@ class Communicator:
         return self._c
 
     def _regime_cast(self, regime, cast_bf16_to_fp16):
-        r = Regime.parse(regime) if regime is not None else Regime[self._config["regime"]]
-        cast = (self._config["cast_bf16_to_fp16"] if cast_bf16_to_fp16 is None
-                else bool(cast_bf16_to_fp16))
+        r = self._default_regime if regime is None else Regime.parse(regime)
+        cast = self._default_cast if cast_bf16_to_fp16 is None else bool(cast_bf16_to_fp16)
         return r, cast
 
     def should_all_reduce(self, x, *, regime=None, cast_bf16_to_fp16=None, dtype=None):
@@ -187,7 +220,9 @@ class Communicator:
         bits). Raises InvalidArgument before anything is sent for a wrong dtype,
         device, layout, alignment or size, and the group's failure as
         PeerFailed / Timeout."""
-        c = self._handle("all_reduce")
+        c = self._c
+        if c is None:
+            self._handle("all_reduce")
         forced = DType.parse(dtype) if dtype is not None else None
         buf = describe(x, forced, "input")
         why = buf.problem(self._device, "input")
@@ -206,11 +241,11 @@ class Communicator:
                                       % (obuf.nbytes, obuf.dtype.name, buf.nbytes, buf.dtype.name))
         stream = None if self._device is None else _cuda_stream(self._device)
         if regime is None and cast_bf16_to_fp16 is None:
-            st = self._lib.qr_all_reduce(c, buf.ptr, obuf.ptr, buf.count, int(buf.dtype), stream)
+            st = self._lib.qr_all_reduce(c, buf.ptr, obuf.ptr, buf.count, buf.dtype, stream)
         else:
             r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
-            st = self._lib.qr_all_reduce_ex(c, buf.ptr, obuf.ptr, buf.count, int(buf.dtype),
-                                            int(r), int(cast), stream)
+            st = self._lib.qr_all_reduce_ex(c, buf.ptr, obuf.ptr, buf.count, buf.dtype, r, cast,
+                                            stream)
         if st:
             _lib.check_status(st)
         return out
@@ -218,14 +253,17 @@ class Communicator:
     def all_reduce_ptr(self, inp, out, count, dtype, *, regime=None, cast_bf16_to_fp16=None,
                        stream=None):
         """The pointer-level call (addresses as ints), for code that has its own buffers."""
-        c = self._handle("all_reduce_ptr")
+        c = self._c
+        if c is None:
+            self._handle("all_reduce_ptr")
         d = DType.parse(dtype)
         if regime is None and cast_bf16_to_fp16 is None:
-            st = self._lib.qr_all_reduce(c, inp, out, count, int(d), stream)
+            st = self._lib.qr_all_reduce(c, inp, out, count, d, stream)
         else:
             r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
-            st = self._lib.qr_all_reduce_ex(c, inp, out, count, int(d), int(r), int(cast), stream)
-        _lib.check_status(st)
+            st = self._lib.qr_all_reduce_ex(c, inp, out, count, d, r, cast, stream)
+        if st:
+            _lib.check_status(st)
 
     def check(self):
         """Raises the group's failure (PeerFailed / Timeout, sticky); never blocks."""
@@ -241,9 +279,7 @@ class Communicator:
         c, self._c = self._c, None
         if c is None:
             return
-        with _registry_lock:
-            if _registry.get(self._group) is self:
-                del _registry[self._group]
+        _unregister(self._name, self)
         _lib.check_status(self._lib.qr_leave(c))
 
     def __enter__(self):

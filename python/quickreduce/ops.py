@@ -3,7 +3,8 @@
     torch.ops.quickreduce.all_reduce(tensor, group_name) -> Tensor   # out-of-place
     torch.ops.quickreduce.all_reduce_(tensor, group_name) -> ()      # in place
 
-`group_name` names an open Communicator of this process (its group). The
+`group_name` names an open Communicator of this process (its `name`, by
+default its group). The
 choice between quickreduce and the fallback is made inside the op each time
 it runs, never frozen into a compiled graph: quickreduce when the communicator
 exists and should_all_reduce(tensor) holds, else torch.distributed.all_reduce
@@ -99,8 +100,11 @@ def _register():
         register_fake(_NS + "::all_reduce_", _fake_inplace, lib=lib)
         fake_kind = register_fake.__name__
     else:
-        lib.impl("all_reduce", _fake, "Meta")
-        lib.impl("all_reduce_", _fake_inplace, "Meta")
+        # Old torch (1.13) has no autograd fallthrough for meta tensors
+        # either: the ops are inference-only, so the meta kernel serves both.
+        for key in ("Meta", "AutogradMeta"):
+            lib.impl("all_reduce", _fake, key)
+            lib.impl("all_reduce_", _fake_inplace, key)
         fake_kind = "Meta"
     return lib, fake_kind
 

@@ -107,7 +107,7 @@ def test_duplicate_rank_already_exists(group_name):
 
 def _props(rank, group):
     with qr.Communicator(group, rank, 2) as c:
-        assert (c.rank, c.world_size, c.device, c.group) == (rank, 2, None, group)
+        assert (c.rank, c.world_size, c.device, c.group, c.name) == (rank, 2, None, group, group)
         assert c.healthy and not c.closed
         assert qr.lookup(group) is c
         c.check()
