@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # The tensor-parallel quality run on the GPU machine (docs/model-quality.md).
-# Run from the repository root there, after staging the CUDA build here:
-#   QR_BAZEL_OUTPUT_BASE=/root/.cache/qr-gpu tools/gpu/stage.sh
+# Run from the repository root there, after staging the CUDA build here
+# (libquickreduce.so, qr-broker and qrctl into .device/python):
+#   QR_BAZEL_OUTPUT_BASE=/root/.cache/qr-gpu python/tests/gpu/stage.sh
 #   run(kind="nvidia-h200", carry=[".device"], timeout_s=600,
 #       command="bash python/examples/gpu_tp_run.sh")
 # With fewer GPUs than ranks (one H200 and world size 2) the ranks share a GPU
 # under NVIDIA MPS (QR_ALLOW_SHARED_DEVICE=1, a testing mode). Knobs:
 #   QR_TP_WORLD_SIZES  world sizes to run, default "2"
 #   QR_TP_ARGS         extra tp_run.py flags (default: --preset small)
-#   QR_LIBRARY, QR_BROKER_BIN   default .device/lib/libquickreduce.so, .device/bin/qr-broker
+#   QR_LIBRARY, QR_BROKER_BIN   default .device/python/libquickreduce.so and qr-broker
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-./gpu-out}"
 mkdir -p "$out"
 
-export QR_LIBRARY="${QR_LIBRARY:-$PWD/.device/lib/libquickreduce.so}"
-export QR_BROKER_BIN="${QR_BROKER_BIN:-$PWD/.device/bin/qr-broker}"
-export LD_LIBRARY_PATH="$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export QR_LIBRARY="${QR_LIBRARY:-$PWD/.device/python/libquickreduce.so}"
+export QR_BROKER_BIN="${QR_BROKER_BIN:-$PWD/.device/python/qr-broker}"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export NCCL_NVLS_ENABLE=0
 for f in "$QR_LIBRARY" "$QR_BROKER_BIN"; do
@@ -37,7 +37,7 @@ status=0
 for ws in ${QR_TP_WORLD_SIZES:-2}; do
   if (( gpus < ws )); then
     if (( ! mps_started )); then
-      export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/qr-mps CUDA_MPS_LOG_DIRECTORY=/tmp/qr-mps-log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d && mps_started=1 || echo "note: could not start MPS"
     fi

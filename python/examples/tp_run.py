@@ -175,11 +175,15 @@ def worker(args):
                 # Graphs and compile see the bare op (no Python side effects).
                 model.all_reduce = functools.partial(qr_all_reduce, group=group)
                 for variant in plan["decode_variants"]:
-                    if variant == "eager":
+                    if variant == "eager" or (variant == "compile"
+                                              and regime not in plan["compile_regimes"]):
                         continue
                     if variant == "graph":
                         step = _graph_step(model)
                     elif variant == "compile":
+                        # Each group's model is a new object: one compile each.
+                        torch._dynamo.config.cache_size_limit = max(
+                            64, torch._dynamo.config.cache_size_limit)
                         step = torch.compile(model, fullgraph=True, dynamic=False)
                     elif variant == "trace":  # TorchScript: what torch 1.13 on a CPU has
                         example = (torch.zeros((1, 1), dtype=torch.long, device=device),
@@ -409,7 +413,7 @@ def driver(args):
     variants = args.decode_variants.split(",")
     plan = {"regimes": regimes, "dtypes": dtypes, "prompts": prompts, "stream": stream,
             "new_tokens": args.new_tokens, "max_len": max_len, "sample_every": args.sample_every,
-            "decode_variants": variants,
+            "decode_variants": variants, "compile_regimes": args.compile_regimes.split(","),
             "group_prefix": f"tp{os.getpid()}-{int(time.time() * 1000) % 100000}"}
     with open(os.path.join(out, "plan.json"), "w") as f:
         json.dump(plan, f)
@@ -587,6 +591,9 @@ def main(argv=None):
     ap.add_argument("--decode-variants", default="eager",
                     help="eager,graph,compile,trace (graph and compile need --device cuda; "
                     "trace is TorchScript)")
+    ap.add_argument("--compile-regimes", default="FP,INT4",
+                    help="regimes whose decode is also compiled (a compile takes tens of "
+                         "seconds)")
     ap.add_argument("--one-shot-off", type=int, default=1,
                     help="1: QR_ONE_SHOT_MAX_KB=0, every call two-shot (default)")
     ap.add_argument("--analysis-device", default="cpu")
