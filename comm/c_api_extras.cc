@@ -155,7 +155,7 @@ StatusOr<std::vector<uint16_t>> RunPlan(const ReferencePlan& plan, const void* c
 
 Status ReferenceAllReduce(const void* const* inputs, int world_size, size_t count, int dtype,
                           int regime, int cast, void* output) {
-  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv());
+  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv(Platform::kHost));
   QR_ASSIGN_OR_RETURN(const ReferencePlan plan,
                       PlanCall(config, inputs, world_size, count, dtype, regime, cast, output));
   if (count == 0) return OkStatus();
@@ -172,7 +172,7 @@ Status ReferenceCheckBound(const void* const* inputs, int world_size, size_t cou
   }
   *max_ratio = 0;
   *violations = 0;
-  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv());
+  QR_ASSIGN_OR_RETURN(const Config config, LoadConfigFromEnv(Platform::kHost));
   QR_ASSIGN_OR_RETURN(ReferencePlan plan,
                       PlanCall(config, inputs, world_size, count, dtype, regime, cast, output));
   if (count == 0) return OkStatus();
@@ -205,7 +205,7 @@ const char* qr_config_json(const qr_comm* c) {
       const int ws = comm.world_size();
       qr::config_text = qr::ConfigJson(comm.config(), &ws, 1).dump();
     } else {
-      qr::StatusOr<qr::Config> config = qr::LoadConfigFromEnv();
+      qr::StatusOr<qr::Config> config = qr::LoadConfigFromEnv(qr::Platform::kHost);
       if (!config.ok()) {
         qr::internal::RecordCStatus(config.status());
         return nullptr;
