@@ -11,7 +11,6 @@ namespace {
 
 constexpr uint32_t kMaxTimeoutMs = 24u * 3600u * 1000u;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 40;
-constexpr size_t kMaxSegmentNameBytes = 255;
 
 class Writer {
  public:
@@ -110,11 +109,8 @@ Status ValidateText(std::string_view what, const std::string& s) {
 }
 
 Status ValidateJoinOk(const JoinOk& m) {
-  if (m.segment_name.size() > kMaxSegmentNameBytes || m.segment_name.size() < 2 ||
-      m.segment_name[0] != '/') {
-    return InvalidArgumentError("bad segment name");
-  }
-  QR_RETURN_IF_ERROR(ValidateName("segment name", std::string_view(m.segment_name).substr(1)));
+  // Any name shm_open takes: segment names grew a nonce and exceed 63 bytes.
+  QR_RETURN_IF_ERROR(ValidateShmName(m.segment_name));
   if (m.rank >= 8) return InvalidArgumentError("rank out of range");
   if (m.broker_pid <= 0) return InvalidArgumentError("bad broker pid");
   return OkStatus();
@@ -267,7 +263,7 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
       break;
     case MessageType::kJoinOk: {
       JoinOk m;
-      QR_RETURN_IF_ERROR(r.Str16(&m.segment_name, kMaxSegmentNameBytes));
+      QR_RETURN_IF_ERROR(r.Str16(&m.segment_name, kMaxShmNameBytes));
       QR_RETURN_IF_ERROR(r.U64(&m.generation));
       QR_RETURN_IF_ERROR(r.U32(&m.rank));
       QR_RETURN_IF_ERROR(r.I32(&m.broker_pid));

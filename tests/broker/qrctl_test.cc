@@ -14,6 +14,7 @@
 #include "ipc/group_client.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
+#include "ipc/wire.h"
 #include "nlohmann/json.hpp"
 #include "tests/broker/harness.h"
 #include "tests/util/status_matchers.h"
@@ -93,7 +94,7 @@ TEST_F(QrctlTest, LiveGroupIsHealthyInTextAndJson) {
   EXPECT_EQ(doc["schema_version"], 1);
   EXPECT_EQ(doc["broker"]["pid"], broker_->pid());
   EXPECT_EQ(doc["broker"]["socket"], socket());
-  EXPECT_EQ(doc["broker"]["protocol_version"], 1);
+  EXPECT_EQ(doc["broker"]["protocol_version"], ipc::kProtocolVersion);
   nlohmann::json g = Group(doc);
   ASSERT_FALSE(g.is_null());
   EXPECT_EQ(g["state"], "READY");
@@ -184,8 +185,8 @@ TEST_F(QrctlTest, GcRemovesDeadOwnersObjectsAndStaleSockets) {
   // sweep only their own uid's objects, so nothing races this test.
   const uint32_t uid = 3000000000u + static_cast<uint32_t>(std::random_device()() % 100000000u);
   std::string dead_group = UniqueGroup("dead");
-  std::string name = ipc::SegmentName(uid, dead_group, 1);
-  std::string live = ipc::SegmentName(uid, dead_group + "-live", 1);
+  std::string name = ipc::SegmentName(uid, dead_group, 1, 0xdead);
+  std::string live = ipc::SegmentName(uid, dead_group + "-live", 1, 0x11fe);
   // A segment whose broker and members are dead, with a data object, and a
   // live one (its creator is still running) with its own.
   pid_t creator = ForkChild([&] {

@@ -157,7 +157,7 @@ for p in $suite; do
       part local "$(lim 420 240)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
-        part backend "$(lim 300 180)" ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
+        part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
           --broker=.device/bin/qr-broker --gtest_brief=1 ${QR_BACKEND_FILTER:+--gtest_filter=$QR_BACKEND_FILTER} ;;
     demo)
       [[ -x .device/bin/qr-demo ]] && shared_gpu && demo 2 && demo 4 ;;
