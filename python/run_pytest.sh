@@ -3,6 +3,7 @@
 # /usr/bin/python3 (the python3 first on PATH may be an interpreter that does
 # not see Debian's numpy/pytest/torch), against the built library and broker:
 #   run_pytest.sh <libquickreduce.so> <qr-broker> <qrctl> <test file> [pytest args]
+# <test file> is a name in python/tests, or a path under python/ (examples/x_test.py).
 # JUnit XML goes to $XML_OUTPUT_FILE, so every pytest case counts in CI's
 # closing line. "No tests collected" (exit 5) is a failure.
 set -euo pipefail
@@ -19,7 +20,11 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 args=(-p no:cacheprovider -q -rs)
 [[ -n "${XML_OUTPUT_FILE:-}" ]] && args+=("--junitxml=${XML_OUTPUT_FILE}")
 set +e
-/usr/bin/python3 -m pytest "${args[@]}" "${here}/tests/${test_file}" "$@"
+case "$test_file" in
+  */*) test_path="${here}/${test_file}" ;;
+  *) test_path="${here}/tests/${test_file}" ;;
+esac
+/usr/bin/python3 -m pytest "${args[@]}" "${test_path}" "$@"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then
