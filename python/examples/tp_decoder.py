@@ -228,7 +228,7 @@ def greedy_generate(model, prompt, new_tokens, step=None):
     """
     model.reset_cache()
     dev = model.device
-    step = step or model
+    step = model if step is None else step
     tokens = torch.tensor([prompt], device=dev)
     logits = model(tokens, torch.arange(len(prompt), device=dev))[0, -1]
     out, all_logits = [], []
