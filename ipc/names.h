@@ -2,7 +2,8 @@
 //
 // Group names and shm suffixes are [A-Za-z0-9._-]{1,63}. The group segment is
 // `/quickreduce-<uid>-<group>-<generation>`; data objects of a group are
-// `<segment name>-<suffix>`. The broker socket is $QR_BROKER_SOCKET, else
+// `<segment name>-<suffix>`. Every such name fits kMaxSegmentNameBytes and,
+// with a suffix, NAME_MAX, for any uid, group name and generation. The broker socket is $QR_BROKER_SOCKET, else
 // $XDG_RUNTIME_DIR/quickreduce/broker.sock, else /tmp/quickreduce-<uid>/broker.sock;
 // its lock file is `<socket>.lock`. All functions are thread-safe.
 #ifndef QR_IPC_NAMES_H_
@@ -21,6 +22,12 @@ inline constexpr size_t kMaxDeviceIdBytes = 63;
 // sun_path is 108 bytes including the NUL.
 inline constexpr size_t kMaxSocketPathBytes = 107;
 inline constexpr std::string_view kSegmentPrefix = "quickreduce-";
+// The longest segment name: "/quickreduce-" + 10-digit uid + "-" + 63-byte
+// group + "-" + 20-digit generation is 108 bytes; the rest is room for more
+// parts. A data object (`<segment>-<63-byte suffix>`, without the leading
+// '/') must fit a file name, NAME_MAX = 255 bytes.
+inline constexpr size_t kMaxSegmentNameBytes = 191;
+static_assert(kMaxSegmentNameBytes - 1 + 1 + kMaxNameBytes <= 255);
 
 // kInvalidArgument naming `what` unless name matches [A-Za-z0-9._-]{1,63}.
 Status ValidateName(std::string_view what, std::string_view name);
@@ -30,6 +37,10 @@ Status ValidateDeviceId(std::string_view device_id);
 Status ValidateWorldSize(int world_size);
 // kInvalidArgument unless 0 <= rank < world_size.
 Status ValidateRank(int64_t rank, int world_size);
+
+// kInvalidArgument unless name is '/' followed by 1 to kMaxSegmentNameBytes - 1
+// bytes of [A-Za-z0-9._-].
+Status ValidateSegmentName(std::string_view name);
 
 // "/quickreduce-<uid>-" : the prefix of every object of this uid.
 std::string UserPrefix(uint32_t uid);

@@ -56,6 +56,20 @@ TEST(NamesTest, SegmentNamesFollowTheScheme) {
   EXPECT_EQ(UserPrefix(0), "/quickreduce-0-");
 }
 
+TEST(NamesTest, EverySegmentNameFitsItsLimits) {
+  // Any accepted group name at any generation, for any uid: the segment name
+  // validates and a data object named after it fits a file name.
+  std::string longest = SegmentName(4294967295u, std::string(kMaxNameBytes, 'g'), ~uint64_t{0});
+  EXPECT_OK(ValidateSegmentName(longest));
+  EXPECT_LE(longest.size() - 1 + 1 + kMaxNameBytes, 255u);
+  EXPECT_OK(ValidateSegmentName(SegmentName(0, std::string(47, 'g'), 10)));
+  EXPECT_THAT(ValidateSegmentName("quickreduce-0-g-1"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateSegmentName("/"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateSegmentName("/a/b"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateSegmentName("/" + std::string(kMaxSegmentNameBytes, 'x')),
+              StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(NamesTest, SocketPathPrecedence) {
   ::setenv("QR_BROKER_SOCKET", "/tmp/x/env.sock", 1);
   ASSERT_OK_AND_ASSIGN(std::string p, ResolveSocketPath("/tmp/explicit.sock"));

@@ -1,9 +1,11 @@
 #include "ipc/wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "ipc/names.h"
 
 namespace qr::ipc {
@@ -11,7 +13,6 @@ namespace {
 
 constexpr uint32_t kMaxTimeoutMs = 24u * 3600u * 1000u;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 40;
-constexpr size_t kMaxSegmentNameBytes = 255;
 
 class Writer {
  public:
@@ -110,11 +111,7 @@ Status ValidateText(std::string_view what, const std::string& s) {
 }
 
 Status ValidateJoinOk(const JoinOk& m) {
-  if (m.segment_name.size() > kMaxSegmentNameBytes || m.segment_name.size() < 2 ||
-      m.segment_name[0] != '/') {
-    return InvalidArgumentError("bad segment name");
-  }
-  QR_RETURN_IF_ERROR(ValidateName("segment name", std::string_view(m.segment_name).substr(1)));
+  QR_RETURN_IF_ERROR(ValidateSegmentName(m.segment_name));
   if (m.rank >= 8) return InvalidArgumentError("rank out of range");
   if (m.broker_pid <= 0) return InvalidArgumentError("bad broker pid");
   return OkStatus();
@@ -139,8 +136,18 @@ Status Validate(const Message& msg) {
 }  // namespace
 
 ErrorReply ErrorReplyFor(const Status& status) {
-  return ErrorReply{static_cast<uint32_t>(status.code()),
-                    status.message().substr(0, kMaxMessageBytes)};
+  // Messages echo what the peer sent (names, reasons): a NUL there would make
+  // the reply unencodable, and the peer would see a bare EOF instead.
+  std::string text;
+  for (char c : SanitizeUtf8(status.message())) {
+    if (c == '\0') {
+      text += "\\x00";
+    } else {
+      text += c;
+    }
+  }
+  StatusCode code = status.ok() ? StatusCode::kInternal : status.code();
+  return ErrorReply{static_cast<uint32_t>(code), std::string(Utf8Prefix(text, kMaxMessageBytes))};
 }
 
 Status StatusOf(const ErrorReply& e) {
@@ -310,7 +317,7 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
 }
 
 StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size,
-                                                size_t* consumed) {
+                                                size_t* consumed, size_t max_frame_bytes) {
   *consumed = 0;
   // Check the magic as soon as it is there so garbage is refused before the
   // peer has sent a whole header.
@@ -329,9 +336,13 @@ StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size
     return UnsupportedError("protocol version " + std::to_string(version) + ", this side speaks " +
                             std::to_string(kProtocolVersion));
   }
-  if (payload > kMaxFrameBytes - kFrameHeaderBytes) {
-    return InvalidArgumentError("frame of " + std::to_string(payload + kFrameHeaderBytes) +
-                                " bytes over the 64 KiB limit");
+  const size_t limit = std::min(max_frame_bytes, kMaxFrameBytes);
+  if (payload > limit - kFrameHeaderBytes) {
+    return InvalidArgumentError("frame of " + std::to_string(payload + size_t{kFrameHeaderBytes}) +
+                                " bytes over the " +
+                                (limit == kMaxFrameBytes ? std::string("64 KiB")
+                                                         : std::to_string(limit) + "-byte request") +
+                                " limit");
   }
   if (size - kFrameHeaderBytes < payload) return std::optional<Message>();
   QR_ASSIGN_OR_RETURN(Message m, DecodePayload(type, data + kFrameHeaderBytes, payload));
