@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/utf8.h"
 #include "ipc/broker_client.h"
 #include "ipc/gc.h"
 #include "ipc/group_client.h"
@@ -19,6 +20,50 @@ namespace qr::tools {
 namespace {
 
 using nlohmann::json;
+
+// The document comes from another process: any field may be missing or of
+// another type, and any string may hold terminal escapes. These never throw
+// and print every string escaped (EscapeForTerminal).
+std::string Text(const json& obj, const char* key, const char* fallback = "?") {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if (it->is_string()) return EscapeForTerminal(it->get_ref<const std::string&>());
+  if (it->is_null()) return fallback;
+  return EscapeForTerminal(it->dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+template <typename T>
+T Num(const json& obj, const char* key, T fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return fallback;
+  return it->get<T>();
+}
+
+bool Flag(const json& obj, const char* key) {
+  if (!obj.is_object()) return false;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_boolean() && it->get<bool>();
+}
+
+const json& Field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+const json& List(const json& obj, const char* key) {
+  static const json kEmpty = json::array();
+  const json& v = Field(obj, key);
+  return v.is_array() ? v : kEmpty;
+}
+
+// A JSON document as text that is valid UTF-8 whatever its strings hold.
+std::string Dump(const json& doc, int indent) {
+  return doc.dump(indent, ' ', false, json::error_handler_t::replace);
+}
 
 std::string Duration(double s) {
   std::ostringstream o;
@@ -54,7 +99,7 @@ std::string Bytes(uint64_t b) {
 std::string Codecs(const json& counters, bool bytes) {
   std::string s;
   for (const char* c : ipc::kCounterNames) {
-    uint64_t v = counters.value(c, uint64_t{0});
+    uint64_t v = Num(counters, c, uint64_t{0});
     if (v == 0) continue;
     s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? Bytes(v) : std::to_string(v));
   }
@@ -71,22 +116,28 @@ StatusOr<json> FetchStatus(const std::string& socket, int timeout_ms) {
   return doc;
 }
 
+std::vector<std::string> Sanitized(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) out.push_back(SanitizeUtf8(n));
+  return out;
+}
+
 json NoBrokerDoc(const std::string& socket, const Status& why) {
   ipc::SweepResult stale = ipc::SweepStale(::getuid(), /*dry_run=*/true);
   json problems = json::array();
   problems.push_back({{"severity", "error"},
                       {"group", nullptr},
-                      {"message", why.message()},
+                      {"message", SanitizeUtf8(why.message())},
                       {"remedy",
                        "start qr-broker (clients start one themselves unless "
                        "QR_BROKER_AUTOSTART=0), or point QR_BROKER_SOCKET / "
                        "--socket at the right socket"}});
   return {{"schema_version", 1},
           {"broker", nullptr},
-          {"socket", socket},
+          {"socket", SanitizeUtf8(socket)},
           {"groups", json::array()},
-          {"stale_objects", stale.removed},
-          {"live_segments", stale.live_segments},
+          {"stale_objects", Sanitized(stale.removed)},
+          {"live_segments", Sanitized(stale.live_segments)},
           {"problems", problems}};
 }
 
@@ -95,12 +146,12 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
   if (!doc.ok()) {
     json d = NoBrokerDoc(socket, doc.status());
     if (as_json) {
-      out << d.dump(2) << "\n";
+      out << Dump(d, 2) << "\n";
     } else {
-      out << "no broker: " << doc.status().message() << "\n";
+      out << "no broker: " << EscapeForTerminal(doc.status().message()) << "\n";
       if (!d["live_segments"].empty()) {
         out << "groups still running without a broker:";
-        for (const auto& s : d["live_segments"]) out << " " << s.get<std::string>();
+        for (const auto& s : d["live_segments"]) out << " " << EscapeForTerminal(s.get<std::string>());
         out << "\n";
       }
       if (!d["stale_objects"].empty()) {
@@ -110,7 +161,7 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
     return kExitNoBroker;
   }
   if (as_json) {
-    out << doc->dump(2) << "\n";
+    out << Dump(*doc, 2) << "\n";
   } else {
     out << RenderStatusText(*doc);
   }
@@ -120,55 +171,55 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
 }  // namespace
 
 int ExitCodeFor(const json& doc) {
-  if (!doc.contains("broker") || doc["broker"].is_null()) return kExitNoBroker;
-  return doc.value("problems", json::array()).empty() ? kExitHealthy : kExitDegraded;
+  if (!Field(doc, "broker").is_object()) return kExitNoBroker;
+  return List(doc, "problems").empty() ? kExitHealthy : kExitDegraded;
 }
 
 std::string RenderStatusText(const json& doc) {
   std::ostringstream o;
-  const json& b = doc["broker"];
-  o << "broker   pid " << b.value("pid", 0) << ", up " << Duration(b.value("uptime_s", 0.0))
-    << ", version " << b.value("version", "?") << " (protocol " << b.value("protocol_version", 0)
+  const json& b = Field(doc, "broker");
+  o << "broker   pid " << Num(b, "pid", 0) << ", up " << Duration(Num(b, "uptime_s", 0.0))
+    << ", version " << Text(b, "version") << " (protocol " << Num(b, "protocol_version", 0)
     << ")\n"
-    << "socket   " << b.value("socket", "?") << "\n";
-  const json groups = doc.value("groups", json::array());
+    << "socket   " << Text(b, "socket") << "\n";
+  const json& groups = List(doc, "groups");
   if (groups.empty()) o << "groups   none\n";
   for (const json& g : groups) {
-    o << "\ngroup " << g.value("name", "?") << "  generation " << g.value("generation", 0)
-      << "  world size " << g.value("world_size", 0) << "  " << g.value("state", "?")
-      << (g.value("adopted", false) ? " (adopted)" : "") << "  age "
-      << Duration(g.value("age_s", 0.0)) << "\n"
-      << "  segment " << g.value("segment", "?") << "  buffer "
-      << Bytes(g.value("buffer_bytes", uint64_t{0})) << "\n";
-    if (g.contains("failure_reason")) {
-      o << "  failure: " << g["failure_reason"].get<std::string>() << "\n";
+    o << "\ngroup " << Text(g, "name") << "  generation " << Num(g, "generation", uint64_t{0})
+      << "  world size " << Num(g, "world_size", 0) << "  " << Text(g, "state")
+      << (Flag(g, "adopted") ? " (adopted)" : "") << "  age " << Duration(Num(g, "age_s", 0.0))
+      << "\n"
+      << "  segment " << Text(g, "segment") << "  buffer "
+      << Bytes(Num(g, "buffer_bytes", uint64_t{0})) << "\n";
+    if (!Field(g, "failure_reason").is_null()) {
+      o << "  failure: " << Text(g, "failure_reason") << "\n";
     }
     o << "  " << std::left << std::setw(5) << "rank" << std::setw(9) << "pid" << std::setw(6)
       << "alive" << std::setw(10) << "published" << std::setw(16) << "device" << std::setw(24)
       << "ops" << std::setw(28) << "bytes"
       << "last progress\n";
-    for (const json& m : g.value("members", json::array())) {
-      const json& lp = m["last_progress_s"];
-      o << "  " << std::left << std::setw(5) << m.value("rank", -1) << std::setw(9)
-        << m.value("pid", 0) << std::setw(6) << (m.value("alive", false) ? "yes" : "NO")
-        << std::setw(10) << (m.value("published", false) ? "yes" : "no") << std::setw(16)
-        << m.value("device", "?") << std::setw(24) << Codecs(m["ops"], false) << std::setw(28)
-        << Codecs(m["bytes"], true)
-        << (lp.is_null() ? "never" : Duration(lp.get<double>()) + " ago") << "\n";
+    for (const json& m : List(g, "members")) {
+      const json& lp = Field(m, "last_progress_s");
+      o << "  " << std::left << std::setw(5) << Num(m, "rank", -1) << std::setw(9)
+        << Num(m, "pid", 0) << std::setw(6) << (Flag(m, "alive") ? "yes" : "NO") << std::setw(10)
+        << (Flag(m, "published") ? "yes" : "no") << std::setw(16) << Text(m, "device")
+        << std::setw(24) << Codecs(Field(m, "ops"), false) << std::setw(28)
+        << Codecs(Field(m, "bytes"), true)
+        << (lp.is_number() ? Duration(lp.get<double>()) + " ago" : "never") << "\n";
     }
-    const json missing = g.value("missing_ranks", json::array());
+    const json& missing = List(g, "missing_ranks");
     if (!missing.empty()) {
       o << "  missing ranks:";
-      for (const auto& r : missing) o << " " << r.get<int>();
+      for (const auto& r : missing) o << " " << (r.is_number() ? std::to_string(r.get<int>()) : "?");
       o << "\n";
     }
   }
-  const json problems = doc.value("problems", json::array());
+  const json& problems = List(doc, "problems");
   if (!problems.empty()) {
     o << "\nproblems\n";
     for (const json& p : problems) {
-      o << "  [" << p.value("severity", "?") << "] " << p.value("message", "") << "\n"
-        << "    fix: " << p.value("remedy", "") << "\n";
+      o << "  [" << Text(p, "severity") << "] " << Text(p, "message", "") << "\n"
+        << "    fix: " << Text(p, "remedy", "") << "\n";
     }
   }
   o << "\nstatus: " << (problems.empty() ? "healthy" : "degraded") << "\n";
@@ -231,14 +282,22 @@ int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream&
 
   // gc
   ipc::SweepResult r = ipc::SweepStale(static_cast<uint32_t>(gc_uid), dry_run);
-  for (const auto& name : r.removed)
-    out << (dry_run ? "would remove " : "removed ") << name << "\n";
-  for (const auto& e : r.errors) err << "qrctl: could not remove " << e << "\n";
+  for (const auto& name : r.removed) {
+    out << (dry_run ? "would remove " : "removed ") << EscapeForTerminal(name) << "\n";
+  }
+  for (const auto& u : r.unknown) {
+    out << "kept " << EscapeForTerminal(u)
+        << ": another quickreduce version made it; its own qrctl can remove it\n";
+  }
+  for (const auto& f : r.foreign) {
+    out << "ignored " << EscapeForTerminal(f) << ": owned by another user\n";
+  }
+  for (const auto& e : r.errors) err << "qrctl: " << EscapeForTerminal(e) << "\n";
   if (!dry_run) {
     bool removed = false;
     Status s = ipc::RemoveStaleSocket(*path, &removed);
     if (!s.ok()) {
-      err << "qrctl: " << s.message() << "\n";
+      err << "qrctl: " << EscapeForTerminal(s.message()) << "\n";
       return kExitDegraded;
     }
     if (removed) out << "removed stale socket " << *path << "\n";
