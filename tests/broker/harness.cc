@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +51,10 @@ void BrokerProcess::Start() {
   std::string bin = BrokerBinary();
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::execl(bin.c_str(), bin.c_str(), "--socket", socket_.c_str(), nullptr);
+    std::vector<char*> argv = {bin.data(), const_cast<char*>("--socket"), socket_.data()};
+    for (auto& a : extra_args_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
     ::_exit(127);
   }
   ASSERT_GT(pid_, 0);
@@ -179,6 +184,22 @@ std::string UniqueGroup(const std::string& base) {
   }();
   static int counter = 0;
   return base + "-" + tag + "-" + std::to_string(++counter);
+}
+
+std::string EnterPrivateShm(size_t bytes) {
+  static const std::string result = [bytes]() -> std::string {
+    if (::getuid() != 0) return "needs root (a private mount namespace)";
+    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return std::string("making / private: ") + std::strerror(errno);
+    }
+    std::string opts = "size=" + std::to_string(bytes) + ",mode=1777";
+    if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+      return std::string("mounting a tmpfs on /dev/shm: ") + std::strerror(errno);
+    }
+    return "";
+  }();
+  return result;
 }
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

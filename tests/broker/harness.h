@@ -34,7 +34,8 @@ std::string BrokerBinary();
 // A qr-broker child (fork + exec) serving `socket`.
 class BrokerProcess {
  public:
-  explicit BrokerProcess(std::string socket) : socket_(std::move(socket)) {}
+  explicit BrokerProcess(std::string socket, std::vector<std::string> extra_args = {})
+      : socket_(std::move(socket)), extra_args_(std::move(extra_args)) {}
   ~BrokerProcess();  // SIGKILLs a broker still running
   // Starts it and waits until it answers STATUS (fails the test otherwise).
   void Start();
@@ -46,6 +47,7 @@ class BrokerProcess {
 
  private:
   std::string socket_;
+  std::vector<std::string> extra_args_;  // after --socket PATH
   pid_t pid_ = -1;
 };
 
@@ -81,6 +83,13 @@ std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
 int CountOpenFds(pid_t pid);
 // Unique per test process.
 std::string UniqueGroup(const std::string& base);
+// Gives this process (and the children it starts later) a /dev/shm of its
+// own: a private mount namespace with a fresh tmpfs of `bytes` there. For
+// tests that plant hostile objects, which every other broker of this uid
+// would otherwise see. Needs root; returns why it could not (empty: done).
+// Once per process; later calls return the first call's result.
+std::string EnterPrivateShm(size_t bytes = 64 << 20);
+
 // Waits until pred() is true or timeout; returns pred().
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
