@@ -16,8 +16,13 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "common/status_macros.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
+#include "ipc/wire.h"
 
 namespace qr::testing {
 
@@ -41,7 +46,10 @@ std::string Runfile(const std::string& path) {
   return base + "/" + (ws ? ws : "quickreduce") + "/" + path;
 }
 
-std::string BrokerBinary() { return Runfile("ipc/broker/qr-broker"); }
+std::string BrokerBinary() {
+  const char* other = std::getenv("QR_TEST_BROKER_BIN");
+  return other != nullptr && *other != '\0' ? other : Runfile("ipc/broker/qr-broker");
+}
 
 BrokerProcess::~BrokerProcess() {
   if (pid_ > 0) Signal(SIGKILL);
@@ -184,6 +192,80 @@ std::string UniqueGroup(const std::string& base) {
   }();
   static int counter = 0;
   return base + "-" + tag + "-" + std::to_string(++counter);
+}
+
+int ConnectRaw(const std::string& socket) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::vector<uint8_t> ReadUntilEof(int fd, std::chrono::milliseconds timeout, bool* eof) {
+  std::vector<uint8_t> all;
+  if (eof != nullptr) *eof = false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    uint8_t buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) {
+      if (eof != nullptr) *eof = true;
+      break;
+    }
+    all.insert(all.end(), buf, buf + n);
+  }
+  return all;
+}
+
+std::vector<uint8_t> StatusBurst(size_t bytes) {
+  auto frame = ipc::EncodeFrame(ipc::StatusRequest{});
+  std::vector<uint8_t> out;
+  while (frame.ok() && out.size() + frame->size() <= bytes) {
+    out.insert(out.end(), frame->begin(), frame->end());
+  }
+  return out;
+}
+
+StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
+                                                  const std::string& group,
+                                                  std::chrono::milliseconds timeout) {
+  auto start = std::chrono::steady_clock::now();
+  ipc::JoinParams p0 = HostJoin(socket, group, 0, 2), p1 = HostJoin(socket, group, 1, 2);
+  p0.timeout = p1.timeout = timeout;
+  QR_ASSIGN_OR_RETURN(auto m0, ipc::GroupMembership::Join(p0));
+  QR_ASSIGN_OR_RETURN(auto m1, ipc::GroupMembership::Join(p1));
+  QR_RETURN_IF_ERROR(PublishBoth(*m0, *m1));
+  auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  QR_RETURN_IF_ERROR(m0->Leave());
+  QR_RETURN_IF_ERROR(m1->Leave());
+  return took;
+}
+
+std::vector<std::unique_ptr<ipc::GroupSegment>> LiveForeignSegments(
+    int count, const std::string& other_socket) {
+  std::vector<std::unique_ptr<ipc::GroupSegment>> out;
+  std::string tag = UniqueGroup("busy");
+  for (int i = 0; i < count; ++i) {
+    ipc::GroupSegment::CreateParams p;
+    p.group = tag + "-" + std::to_string(i);
+    p.name = ipc::SegmentName(::getuid(), p.group, 1);
+    p.world_size = 8;
+    p.generation = 1;
+    p.socket_path = other_socket;
+    auto seg = ipc::GroupSegment::Create(p);
+    if (seg.ok()) out.push_back(std::move(*seg));
+  }
+  return out;
 }
 
 std::string EnterPrivateShm(size_t bytes) {
