@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -130,6 +131,18 @@ class Session : public std::enable_shared_from_this<Session> {
     server_->OnDisconnect(shared_from_this());
   }
 
+  // Ends the connection now, with one non-blocking try to tell the peer why.
+  void SayAndFinish(const Status& why) {
+    if (finished_) return;
+    auto frame = ipc::EncodeFrame(ipc::ErrorReplyFor(why));
+    if (frame.ok() && out_.empty()) {
+      ssize_t n = ::send(socket_.native_handle(), frame->data(), frame->size(),
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      (void)n;
+    }
+    Finish();
+  }
+
   Socket& socket() { return socket_; }
   bool finished() const { return finished_; }
   bool closing() const { return closing_; }
@@ -172,7 +185,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // and the peer has read most of its replies.
   void Process() {
     processing_ = false;
-    if (finished_ || closing_) return;
+    if (finished_) return;
+    if (closing_) {
+      DrainOrRead();
+      return;
+    }
     auto self = shared_from_this();
     for (int handled = 0; !closing_ && !finished_; ++handled) {
       size_t consumed = 0;
@@ -183,7 +200,7 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         Send(ipc::ErrorReplyFor(m.status()));
         CloseAfterWrites();
-        return;
+        break;
       }
       if (!m->has_value()) break;
       if (handled == kRequestsPerTurn || queued_bytes_ > kPauseReadingBytes) {
@@ -203,7 +220,13 @@ class Session : public std::enable_shared_from_this<Session> {
         return;
       }
     }
-    if (!finished_ && !closing_ && !reading_) Read();
+    DrainOrRead();
+  }
+
+  // Keeps one read outstanding: for the next request, or, once closing, to
+  // see the peer's EOF (which ends the connection before kCloseLinger).
+  void DrainOrRead() {
+    if (!finished_ && !reading_) Read();
   }
 
   // Continues Process later: now if only the turn is over, after the next
@@ -513,22 +536,44 @@ bool Server::AdmitConnection(Socket& socket, uint32_t uid, int32_t pid) {
   const bool ours = uid == ::getuid();
   const int per_uid = ours ? options_.max_connections_per_uid
                            : std::min(options_.max_connections_per_uid, kMaxForeignConnections);
-  const int total = static_cast<int>(sessions_.size());
-  int& mine = connections_per_uid_[uid];
+  auto count = [&] {
+    auto it = connections_per_uid_.find(uid);
+    return it == connections_per_uid_.end() ? 0 : it->second;
+  };
+  // At a limit, our own uid's new connection takes the place of those that
+  // have gone longest without a request and hold no rank: idle connections
+  // cannot lock out a client that is about to join. A sixteenth of the limit
+  // goes at once, so a flood costs one scan per many accepts.
+  const bool total_full = static_cast<int>(sessions_.size()) >= max_connections_;
+  if (ours && (total_full || count() >= per_uid)) {
+    const int limit = total_full ? max_connections_ : per_uid;
+    std::vector<std::shared_ptr<Session>> idle;
+    for (auto& [ptr, s] : sessions_) {
+      if (s->finished() || !s->group.empty() || (!total_full && s->uid != uid)) continue;
+      idle.push_back(s);
+    }
+    size_t n = std::min(idle.size(), static_cast<size_t>(std::max(1, limit / 16)));
+    std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(n), idle.end(),
+                     [](const auto& a, const auto& b) { return a->last_request() < b->last_request(); });
+    std::string why = "the broker is at its limit of " + std::to_string(limit) +
+                      (total_full ? " connections" : " connections per uid") +
+                      " and this one had been idle longest";
+    if (n > 0 && WarnBudget()) spdlog::warn("dropping {} idle connections: {}", n, why);
+    for (size_t i = 0; i < n; ++i) idle[i]->SayAndFinish(UnavailableError(why));
+  }
   std::string why;
-  if (total >= max_connections_) {
+  if (static_cast<int>(sessions_.size()) >= max_connections_) {
     why = "the broker has its limit of " + std::to_string(max_connections_) +
-          " connections open; try again later";
-  } else if (mine >= per_uid) {
+          " connections open, all of group members; try again later";
+  } else if (count() >= per_uid) {
     why = ours ? "uid " + std::to_string(uid) + " has its limit of " + std::to_string(per_uid) +
-                     " broker connections open; try again later"
+                     " broker connections open, all of group members; try again later"
                : "this broker serves uid " + std::to_string(::getuid()) + " only";
   }
   if (why.empty()) {
-    ++mine;
+    ++connections_per_uid_[uid];
     return true;
   }
-  if (mine == 0) connections_per_uid_.erase(uid);
   if (WarnBudget()) spdlog::warn("refused a connection of pid {} uid {}: {}", pid, uid, why);
   // One try to say why, without waiting: the socket is new, its send buffer
   // empty, so a small frame goes out whole or not at all.

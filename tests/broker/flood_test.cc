@@ -75,7 +75,9 @@ TEST_F(FloodTest, IdleAndHalfSentConnectionsAreDroppedMembersAreNot) {
   EXPECT_TRUE(BrokerAlive());
 }
 
-TEST_F(FloodTest, ConnectionCapRefusesWithAReason) {
+// At the cap, a new connection of our uid takes the place of the longest idle
+// one (which is told why): idle connections cannot lock out a join.
+TEST_F(FloodTest, ConnectionCapDropsTheLongestIdleWithAReason) {
   StartBroker({"--max-connections", "16", "--request-timeout-ms", "60000"});
   std::vector<int> fds;
   for (int i = 0; i < 40; ++i) {
@@ -98,10 +100,16 @@ TEST_F(FloodTest, ConnectionCapRefusesWithAReason) {
   }
   EXPECT_EQ(refused, 40 - 16);
   EXPECT_THAT(reason, HasSubstr("limit of 16 connections"));
-  for (int fd : fds) ::close(fd);
-  // Room again once they are gone.
-  auto t = TimeFormation(socket(), UniqueGroup("after-cap"), Ms(5000));
+  // The first 24 went; the last 16 are still open.
+  for (size_t i = 24; i < fds.size(); ++i) {
+    bool eof = false;
+    ReadUntilEof(fds[i], Ms(10), &eof);
+    EXPECT_FALSE(eof) << i;
+  }
+  // With the 16 idle ones still open, a group forms (its members evict them).
+  auto t = TimeFormation(socket(), UniqueGroup("at-cap"), Ms(5000));
   EXPECT_OK(t.status());
+  for (int fd : fds) ::close(fd);
 }
 
 // Another uid (which the broker only tells no) opens 3000 connections at a
