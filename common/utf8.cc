@@ -80,12 +80,12 @@ std::string_view Utf8Prefix(std::string_view s, size_t max_bytes) {
 }
 
 std::string SanitizeUtf8(std::string_view s) {
-  if (IsValidUtf8(s)) return std::string(s);
+  if (IsValidUtf8(s) && s.find('\0') == std::string_view::npos) return std::string(s);
   std::string out;
   out.reserve(s.size() + 16);
   for (size_t i = 0; i < s.size();) {
     size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) {
+    if (n == 0 || s[i] == '\0') {
       AppendHexByte(&out, At(s, i));
       ++i;
     } else {

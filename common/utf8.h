@@ -29,9 +29,10 @@ bool IsValidUtf8(std::string_view s);
 // well-formed multi-byte sequence (ill-formed bytes count as one byte each).
 std::string_view Utf8Prefix(std::string_view s, size_t max_bytes);
 
-// s with every byte that is not part of a well-formed sequence replaced by
-// the text "\xNN" (its hex value), so the result is valid UTF-8 and still
-// shows which bytes were there. Valid input is returned unchanged.
+// s with every byte that is not part of a well-formed sequence, and every NUL
+// (which would end a C string or a fixed field early), replaced by the text
+// "\xNN" (its hex value), so the result is valid UTF-8 without NULs and still
+// shows which bytes were there. Other valid input is returned unchanged.
 std::string SanitizeUtf8(std::string_view s);
 
 // SanitizeUtf8, then every character a terminal could act on written as an

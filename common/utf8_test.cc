@@ -48,6 +48,7 @@ TEST(Utf8Test, SanitizeEscapesIllFormedBytesOnly) {
   EXPECT_EQ(SanitizeUtf8("ok " + kEuro), "ok " + kEuro);
   EXPECT_EQ(SanitizeUtf8("a\xFF\xFF-x"), "a\\xff\\xff-x");
   EXPECT_EQ(SanitizeUtf8(kEuro.substr(0, 2) + "z"), "\\xe2\\x82z");
+  EXPECT_EQ(SanitizeUtf8(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_TRUE(IsValidUtf8(SanitizeUtf8("\xC0\xAF\xED\xA0\x80\xF4\x90\x80\x80")));
 }
 

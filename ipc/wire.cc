@@ -138,14 +138,7 @@ Status Validate(const Message& msg) {
 ErrorReply ErrorReplyFor(const Status& status) {
   // Messages echo what the peer sent (names, reasons): a NUL there would make
   // the reply unencodable, and the peer would see a bare EOF instead.
-  std::string text;
-  for (char c : SanitizeUtf8(status.message())) {
-    if (c == '\0') {
-      text += "\\x00";
-    } else {
-      text += c;
-    }
-  }
+  std::string text = SanitizeUtf8(status.message());
   StatusCode code = status.ok() ? StatusCode::kInternal : status.code();
   return ErrorReply{static_cast<uint32_t>(code), std::string(Utf8Prefix(text, kMaxMessageBytes))};
 }
