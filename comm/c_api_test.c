@@ -89,7 +89,31 @@ static int run_rank(const char* group, int rank) {
   EXPECT(qr_all_reduce_ex(c, in, out, kCount, QR_FLOAT16, (qr_regime)9, 0, NULL) ==
          QR_INVALID_ARGUMENT);
   EXPECT(qr_all_reduce_ex(c, in, out, 0, QR_FLOAT16, QR_REGIME_FP, 0, NULL) == QR_OK);
+  /* Misaligned (a view at element 1) or partially overlapping pointers. */
+  EXPECT(qr_all_reduce_ex(c, in + 1, out, 64, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
+         QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "not 16-byte aligned"));
+  {
+    char address[32];
+    snprintf(address, sizeof address, "in (%p)", (void*)(in + 1));
+    EXPECT(contains(qr_last_error(), address));
+  }
+  EXPECT(qr_all_reduce(c, in, out + 4, 64, QR_BFLOAT16, NULL) == QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "out ("));
+  EXPECT(qr_all_reduce_ex(c, out, out + 8, 64, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
+         QR_INVALID_ARGUMENT);
+  EXPECT(contains(qr_last_error(), "overlap without being equal"));
+  EXPECT(qr_check(c) == QR_OK);
   EXPECT(qr_should_all_reduce(c, 15, QR_FLOAT16) == 0);
+  /* Nothing set (main clears the QR_* policy variables): the configured
+   * regime is FP with no floor on the host backend, so small calls are taken
+   * and qr_all_reduce runs them exactly. */
+  EXPECT(qr_should_all_reduce(c, 16384, QR_FLOAT16) == 1);
+  EXPECT(qr_should_all_reduce(c, 16384, QR_BFLOAT16) == 1);
+  for (i = 0; i < kCount; ++i) in[i] = fp16_from_int(i % 50 + rank);
+  EXPECT(qr_all_reduce(c, in, out, 8192 / 2, QR_FLOAT16, NULL) == QR_OK);
+  EXPECT(out[9] == fp16_from_int(2 * 9 + 1));
+  EXPECT(out[4095] == fp16_from_int(2 * (4095 % 50) + 1));
   EXPECT(qr_leave(c) == QR_OK);
   return failures == 0 ? 0 : 1;
 }
@@ -139,6 +163,13 @@ int main(int argc, char** argv) {
   snprintf(socket_path, sizeof socket_path, "/tmp/qr-c-api-test-%s.sock", token);
   setenv("QR_BROKER_SOCKET", socket_path, 1);
   setenv("QR_BROKER_AUTOSTART", "0", 1);
+  {
+    static const char* const kPolicyVars[] = {
+        "QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "QR_MIN_SIZE_BYTES_MB",
+        "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "QR_MIN_SIZE_TABLE"};
+    size_t v;
+    for (v = 0; v < sizeof kPolicyVars / sizeof kPolicyVars[0]; ++v) unsetenv(kPolicyVars[v]);
+  }
 
   /* Process-independent checks first. */
   EXPECT(strcmp(qr_status_name(QR_OK), "QR_OK") == 0);

@@ -1,9 +1,9 @@
 #include "comm/communicator.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <string>
@@ -16,9 +16,11 @@
 #include "comm/host_backend.h"
 #include "comm/policy.h"
 #include "common/env.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
+#include "kernels/platform/platform.h"
 
 namespace qr {
 
@@ -73,10 +75,36 @@ StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
   return std::chrono::milliseconds(ms);
 }
 
-bool Overlap(const void* a, const void* b, size_t bytes) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a);
-  const uintptr_t y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
+std::string Address(const void* p) {
+  char text[2 + 2 * sizeof(uintptr_t) + 1];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return text;
+}
+
+// Checked here, before any backend sees the call, so both backends refuse
+// the same pointers and a GPU kernel never runs on them: the kernels load and
+// store 16 bytes at a time (a misaligned address faults the GPU, and the
+// fault kills the context), and a partial overlap would have ranks read
+// input that their own output already overwrote.
+Status CheckPointers(const void* in, const void* out, size_t bytes) {
+  constexpr uintptr_t kAlign = 16;
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"in", in}, {"out", out}}) {
+    if (reinterpret_cast<uintptr_t>(p) % kAlign != 0) {
+      return InvalidArgumentError(std::string("all_reduce: ") + name + " (" + Address(p) +
+                                  ") is not 16-byte aligned (a view that starts inside an "
+                                  "allocation, at element 1 say, is not)");
+    }
+  }
+  const uintptr_t x = reinterpret_cast<uintptr_t>(in);
+  const uintptr_t y = reinterpret_cast<uintptr_t>(out);
+  // Overflow-free form of "the ranges [x, x+bytes) and [y, y+bytes) meet".
+  const bool overlap = x < y ? y - x < bytes : x - y < bytes;
+  if (in != out && overlap) {
+    return InvalidArgumentError("all_reduce: in (" + Address(in) + ") and out (" + Address(out) +
+                                ") overlap without being equal (" + std::to_string(bytes) +
+                                " bytes each; pass in == out for in place)");
+  }
+  return OkStatus();
 }
 
 // Every member published its one-shot ceiling (JoinParams::agreed); every
@@ -105,7 +133,12 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     return InvalidArgumentError("rank " + std::to_string(options.rank) + " is outside [0, " +
                                 std::to_string(options.world_size) + ")");
   }
-  QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv());
+  // The library's logger reads QR_LOG_LEVEL once; a bad value is an error
+  // here like every other setting, not silently ignored.
+  QR_RETURN_IF_ERROR(LogLevelFromEnv().status());
+  // The defaults follow the backend the group actually runs.
+  const Platform platform = options.device == kDeviceHost ? Platform::kHost : GpuPlatform();
+  QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv(platform));
   QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
                       JoinTimeout(options.timeout_ms));
   QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config, join_timeout));
@@ -119,6 +152,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   p.buffer_bytes = impl->backend->buffer_bytes();
   p.agreed = OneShotCeilingBytes(impl->config, options.world_size);
   p.timeout = join_timeout;
+  p.allow_shared_device = impl->config.allow_shared_device;
   QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
   QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
 
@@ -139,8 +173,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     impl->group->Leave().IgnoreError();
     return s.WithContext("joining " + where + ": ");
   }
-  spdlog::debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
-                impl->group->segment_name());
+  Log().debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
+              impl->group->segment_name());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -148,7 +182,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Communicator::~Communicator() {
   Status s = Leave();
-  if (!s.ok()) spdlog::warn("leaving group {}: {}", impl_->options.group, s.ToString());
+  if (!s.ok()) Log().warn("leaving group {}: {}", impl_->options.group, s.ToString());
 }
 
 int Communicator::rank() const { return impl_->options.rank; }
@@ -187,8 +221,8 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   }
   if (regime == Regime::kNone) {
     return UnsupportedError(
-        "all_reduce: regime NONE declines quick-reduce (set QR_QUANTIZATION to FP, INT8, INT6, "
-        "INT4 or INT3, or call qr_all_reduce_ex with a regime)");
+        "all_reduce: regime NONE declines quick-reduce (QR_QUANTIZATION=NONE disables it: unset "
+        "it for FP or set INT8, INT6, INT4 or INT3, or call qr_all_reduce_ex with a regime)");
   }
   if (regime == Regime::kInt3 && options.world_size != 2) {
     return UnsupportedError("all_reduce: INT3 needs world size 2, this group has " +
@@ -212,9 +246,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
         "all_reduce: message of " + std::to_string(bytes) + " bytes exceeds the maximum of " +
         std::to_string(config.max_size_bytes) + " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
-  if (in != out && Overlap(in, out, bytes)) {
-    return InvalidArgumentError("all_reduce: in and out overlap without being equal");
-  }
+  QR_RETURN_IF_ERROR(CheckPointers(in, out, bytes));
   QR_RETURN_IF_ERROR(Health(/*poll_broker=*/false));
 
   AllReduceCall call;

@@ -68,8 +68,10 @@ class Communicator {
   [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
                                  void* stream = nullptr);
   // All-reduce with `regime` forced (NONE is kUnsupported, INT3 needs world
-  // size 2). Errors of both: kInvalidArgument (null pointers, size not a
-  // multiple of 16 bytes or above the maximum, partially overlapping in/out),
+  // size 2). Errors of both: kInvalidArgument (null pointers, pointers
+  // not 16-byte aligned, size not a multiple of 16 bytes or above the
+  // maximum, partially overlapping in/out: before any backend runs, on every
+  // backend, with the addresses in the message),
   // kUnsupported, kPeerFailed, kTimeout, kInternal. Data-path errors are sticky.
   [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
                                  Regime regime, bool cast_bf16_to_fp16, void* stream = nullptr);

@@ -114,14 +114,15 @@ Codec CodecForRegime(Regime regime) {
   return static_cast<Codec>(static_cast<int>(regime));
 }
 
-StatusOr<Config> LoadConfigFromEnv() {
+StatusOr<Config> LoadConfigFromEnv(Platform platform) {
   Config config;
+  config.platform = platform;
   const std::vector<std::string> choices = {"FP", "INT8", "INT6", "INT4", "INT3", "NONE"};
-  QR_ASSIGN_OR_RETURN(std::string regime, EnvChoice(kQuantization, "NONE", choices));
+  QR_ASSIGN_OR_RETURN(std::string regime, EnvChoice(kQuantization, "FP", choices));
   for (int i = 0; i < static_cast<int>(choices.size()); ++i) {
     if (regime == choices[i]) config.regime = static_cast<Regime>(i);
   }
-  QR_ASSIGN_OR_RETURN(config.cast_bf16_to_fp16, EnvBool(kCast, true));
+  QR_ASSIGN_OR_RETURN(config.cast_bf16_to_fp16, EnvBool(kCast, DefaultCastBf16ToFp16(platform)));
   QR_ASSIGN_OR_RETURN(int64_t max_mb, EnvInt(kMaxSize, kDefaultMaxSizeBytes / kMiB, 1,
                                              kMaxMaxSizeMb));
   config.max_size_bytes = max_mb * kMiB;
@@ -142,6 +143,7 @@ StatusOr<Config> LoadConfigFromEnv() {
   if (one_shot_kb.has_value()) config.one_shot_max_bytes = *one_shot_kb * kKiB;
   QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
                                                    kMaxOpTimeoutMs));
+  QR_ASSIGN_OR_RETURN(config.allow_shared_device, EnvBool({"QR_ALLOW_SHARED_DEVICE"}, false));
   if (auto table_path = LookupEnv(kMinSizeTable)) {
     StatusOr<std::string> text = ReadFile(table_path->value);
     if (!text.ok()) {

@@ -1,8 +1,12 @@
 // The communicator's configuration: the regime (codec or NONE) and the size
 // limits, read once from the environment (QR_* names, vLLM's
 // VLLM_ROCM_QUICK_REDUCE_* names as aliases; DESIGN.md "Configuration").
+// Defaults depend on the platform the group runs on (kernels/platform/platform.h):
+// an unset environment runs FP everywhere, with no floor on NVIDIA and the host
+// backend, vLLM's MI300X min-size table on AMD, and bf16 reduced natively
+// except on AMD (where the cast stays the default, as in vLLM).
 //
-//   QR_ASSIGN_OR_RETURN(Config config, LoadConfigFromEnv());
+//   QR_ASSIGN_OR_RETURN(Config config, LoadConfigFromEnv(Platform::kNvidia));
 //   if (ShouldAllReduce(config, bytes, dtype, world_size)) ...   // comm/policy.h
 #ifndef QR_COMM_CONFIG_H_
 #define QR_COMM_CONFIG_H_
@@ -13,6 +17,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "kernels/platform/platform.h"
 #include "kernels/types.h"
 
 namespace qr {
@@ -41,9 +46,20 @@ inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
 // FP..INT3]; -1 where a table file has no row (the built-in row applies).
 using MinSizeTableMiB = std::array<std::array<std::array<int64_t, 5>, 3>, 2>;
 
+// True when bf16 is reduced through fp16 unless QR_CAST_BF16_TO_FP16 says
+// otherwise: on AMD only (vLLM's default there). On NVIDIA native bf16 is
+// faster than the cast (docs/performance.md), and the cast clips values above
+// 65504; the host backend follows the exact path.
+constexpr bool DefaultCastBf16ToFp16(Platform platform) { return platform == Platform::kAmd; }
+
+// The defaults (an unset environment) are those of the host platform; use
+// LoadConfigFromEnv for another platform's.
 struct Config {
-  Regime regime = Regime::kNone;   // QR_QUANTIZATION, default NONE
-  bool cast_bf16_to_fp16 = true;   // QR_CAST_BF16_TO_FP16
+  // Where the group runs: picks the built-in min-size table (comm/policy.h)
+  // and the cast default.
+  Platform platform = Platform::kHost;
+  Regime regime = Regime::kFp;     // QR_QUANTIZATION, default FP (NONE declines all)
+  bool cast_bf16_to_fp16 = false;  // QR_CAST_BF16_TO_FP16, default DefaultCastBf16ToFp16
   int64_t max_size_bytes = kDefaultMaxSizeBytes;  // QR_MAX_SIZE_BYTES_MB * 2^20
   // QR_MIN_SIZE_BYTES_MB * 2^20: replaces the min-size table (0 = no floor).
   std::optional<int64_t> min_size_bytes_override;
@@ -58,6 +74,11 @@ struct Config {
   // QR_OP_TIMEOUT_MS: bound of every single wait of the data path (a wait
   // that runs out fails the call with kTimeout and aborts the group).
   int64_t op_timeout_ms = kDefaultOpTimeoutMs;
+  // QR_ALLOW_SHARED_DEVICE=1: this rank agrees to share its GPU with other
+  // ranks of the group. A testing mode for one-GPU machines under NVIDIA MPS
+  // (docs/gpu-testing.md); the broker admits a shared GPU only when every rank
+  // set it, and the kernels then cap their grids to fit on it together.
+  bool allow_shared_device = false;
 };
 
 // Parses a min-size table in DESIGN.md's layout: one row per line,
@@ -70,13 +91,13 @@ struct Config {
                                                          std::string_view source);
 
 // Reads the QR_* variables (aliases: VLLM_ROCM_QUICK_REDUCE_*; when both are
-// set the QR_* one wins). Returns kInvalidArgument naming the variable and
-// the allowed values for: an unknown regime, a non-boolean cast flag, a
-// non-integer or out-of-range size (max 1..2^20 MiB; min and quantization
-// thresholds >= 0), a min size above the max size, or a QR_MIN_SIZE_TABLE
-// file that cannot be read or parsed. Thread-safe (reads the environment and
-// that file only).
-[[nodiscard]] StatusOr<Config> LoadConfigFromEnv();
+// set the QR_* one wins) for a group on `platform`, which sets
+// Config::platform and the defaults of what is unset. Returns kInvalidArgument naming the variable
+// and the allowed values for: an unknown regime, a non-boolean cast flag, a non-integer or
+// out-of-range size (max 1..2^20 MiB; min and quantization thresholds >= 0), a min size above the
+// max size, or a QR_MIN_SIZE_TABLE file that cannot be read or parsed. Thread-safe (reads the
+// environment and that file only).
+[[nodiscard]] StatusOr<Config> LoadConfigFromEnv(Platform platform);
 
 }  // namespace qr
 

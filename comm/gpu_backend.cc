@@ -7,11 +7,12 @@
 #include <utility>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "common/logging.h"
 
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "kernels/gpu/max_blocks.h"
+#include "kernels/gpu/max_blocks_shared.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 
@@ -37,7 +38,7 @@ class GpuBackend final : public Backend {
     // Kernels in flight read the peers' buffers and the abort page; they end
     // on their own (done, aborted or timed out) before anything is unmapped.
     Status s = gpu::DeviceSynchronize();
-    if (!s.ok()) spdlog::warn("GPU backend rank {}: {}", rank_, s.ToString());
+    if (!s.ok()) Log().warn("GPU backend rank {}: {}", rank_, s.ToString());
     if (abort_registered_ != nullptr) gpu::HostUnregister(abort_registered_);
     // peers_ is empty when Init failed before filling it.
     for (size_t r = 0; r < peers_.size(); ++r) {
@@ -90,21 +91,21 @@ class GpuBackend final : public Backend {
       QR_ASSIGN_OR_RETURN(std::string id, gpu::PciBusId(d));
       visible.push_back(id);
     }
+    std::vector<std::string> devices;
     for (const ipc::MemberInfo& m : members) {
+      devices.push_back(m.device_id);
       if (m.rank == rank_) continue;
       const std::string who = "rank " + std::to_string(m.rank);
       if (m.kind != ipc::BlobKind::kGpuIpcHandle) {
         return InvalidArgumentError(who + " is not on a GPU; a group cannot mix backends");
       }
-      if (m.device_id == pci_) {
-        return InvalidArgumentError(who + " uses the same GPU (" + pci_ + ") as rank " +
-                                    std::to_string(rank_));
-      }
       if (m.buffer_bytes != layout_.total) {
         return InvalidArgumentError(who + " has a different buffer geometry");
       }
+      // A peer on this very GPU (the broker admitted it: every rank set
+      // QR_ALLOW_SHARED_DEVICE) needs no peer-to-peer path.
       for (size_t d = 0; d < visible.size(); ++d) {
-        if (visible[d] != m.device_id) continue;
+        if (visible[d] != m.device_id || m.device_id == pci_) continue;
         QR_ASSIGN_OR_RETURN(bool can, gpu::CanAccessPeer(device_, static_cast<int>(d)));
         if (!can) {
           return UnavailableError("GPU " + pci_ + " cannot access " + who + "'s GPU " +
@@ -116,6 +117,14 @@ class GpuBackend final : public Backend {
       auto p = gpu::IpcOpenHandle(h);
       if (!p.ok()) return p.status().WithContext(who + ": ");
       peers_[m.rank] = *p;
+    }
+    // Every rank sees the same slots, so all compute the same cap; the layout
+    // offsets follow it, inside the buffer allocated for the larger default.
+    const int sharing = kernels::MostRanksPerDevice(devices);
+    max_blocks_ = kernels::SharedGpuMaxBlocks(max_blocks_, sharing);
+    if (sharing > 1) {
+      Log().info("GPU backend rank {}: {} ranks share GPU {} at most; grids capped at {} blocks",
+                   rank_, sharing, pci_, max_blocks_);
     }
     void* page = group.abort_page();
     QR_ASSIGN_OR_RETURN(void* dev, gpu::HostRegisterMapped(page, kAbortPageBytes));
@@ -223,6 +232,8 @@ class GpuBackend final : public Backend {
   const int rank_;
   const int ws_;
   std::string pci_;
+  // The launches' grid cap and layout: DefaultMaxBlocks, lowered by Connect()
+  // when ranks share a GPU. layout_ (the allocation) keeps the default.
   int max_blocks_ = 0;
   int64_t ticks_per_ms_ = 0;
   const int64_t timeout_ms_;

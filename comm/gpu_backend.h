@@ -5,10 +5,14 @@
 // phases, sized by the device's multiprocessor count; a few tens of MiB),
 // the per-block colours, and a host-mapped error word, and takes the buffer's
 // 64-byte IPC handle, which the communicator publishes (kGpuIpcHandle).
-// Connect() refuses a peer on the same GPU (PCI bus id), checks peer access to
-// every peer GPU visible in this process, opens every peer's handle and maps
-// the group's abort page into the GPU, so every wait inside a kernel polls the
-// abort word. AllReduce() enqueues ONE kernel on the caller's stream (also
+// Connect() checks peer access to every other peer GPU visible in this
+// process, opens every peer's handle and maps the group's abort page into the
+// GPU, so every wait inside a kernel polls the abort word. Ranks share a GPU
+// only where the broker admitted it (every rank set QR_ALLOW_SHARED_DEVICE,
+// a testing mode for NVIDIA MPS): then every kernel's grid, the join
+// barrier's included, is capped by SharedGpuMaxBlocks for the busiest GPU of
+// the group (the slots' PCI bus ids), so all blocks sharing a GPU are
+// resident together. AllReduce() enqueues ONE kernel on the caller's stream (also
 // inside stream capture). A kernel that gives up (abort word raised: a peer
 // died; or a wait ran past QR_OP_TIMEOUT_MS) records why in the error word;
 // Check() and the next AllReduce() report it (kPeerFailed / kTimeout, sticky)

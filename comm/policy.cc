@@ -5,21 +5,30 @@
 #include <string>
 #include <utility>
 
+#include "common/logging.h"
 #include "kernels/one_shot_reference.h"
-#include "spdlog/spdlog.h"
 
 namespace qr {
 namespace {
 
-// MiB per (dtype, world size index) in the order FP, INT8, INT6, INT4, INT3.
-// Tuned on MI300X by vLLM; qr-bench re-derives it per machine.
-constexpr int64_t kTableMiB[2][3][5] = {
+// Built-in min-size tables, MiB per (dtype, world size index) in the order
+// FP, INT8, INT6, INT4, INT3; qr-bench re-derives one per machine
+// (QR_MIN_SIZE_TABLE).
+//
+// AMD: vLLM's, tuned on MI300X for kernels without a one-shot path.
+constexpr int64_t kAmdTableMiB[2][3][5] = {
     // fp16: ws 2, 4, 8
     {{1, 2, 2, 1, 1}, {1, 16, 4, 2, 2}, {16, 4, 4, 2, 2}},
     // bf16: ws 2, 4, 8
     {{2, 8, 8, 8, 8}, {8, 64, 64, 16, 16}, {16, 2048, 2048, 2048, 2048}},
 };
-
+// NVIDIA Hopper: our own kernels. At world size 2 on 2 x H200 qr-bench derived
+// 0 in every cell, bf16 and bf16cast too (docs/perf/*-h200x2-min_size_table.txt):
+// the policy's pick beats NCCL at every measured size from 16 KiB to 1 GiB.
+// World sizes 4 and 8 have not run on 4 or 8 GPUs (docs/performance.md); no
+// floor there either until a measurement says otherwise, as one-shot covers
+// the latency-bound sizes where a floor would matter.
+constexpr int64_t kNvidiaTableMiB[2][3][5] = {};
 // KiB per world size 2, 4, 8 up to which a call runs one-shot. World size 2
 // is measured on 2 x H200 (docs/performance.md): one-shot moves the same bytes
 // as two-shot there, in one hop, and beat every two-shot codec up to the
@@ -42,21 +51,41 @@ bool Decline(std::string* why_not, std::string reason) {
   return false;
 }
 
+// Where the floor came from, for a decline's reason.
+std::string MinSizeSource(const Config& config) {
+  if (config.min_size_bytes_override.has_value()) return "QR_MIN_SIZE_BYTES_MB";
+  if (config.min_size_table.has_value()) return "QR_MIN_SIZE_TABLE or the built-in table";
+  return std::string("the built-in ") + PlatformName(config.platform) + " min-size table";
+}
+
 }  // namespace
 
-int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_to_fp16) {
+int64_t MinSizeBytes(Platform platform, DType dtype, int world_size, Regime regime,
+                     bool cast_bf16_to_fp16) {
   const int ws = WorldSizeIndex(world_size);
   if (ws < 0 || regime == Regime::kNone || !IsValidRegime(static_cast<int>(regime)) ||
       !IsValidDType(static_cast<int>(dtype))) {
     return kNeverEligible;
   }
   const int row = static_cast<int>(WorkDType(dtype, cast_bf16_to_fp16));
-  return kTableMiB[row][ws][static_cast<int>(regime)] * kMiB;
+  const int r = static_cast<int>(regime);
+  switch (platform) {
+    case Platform::kAmd:
+      return kAmdTableMiB[row][ws][r] * kMiB;
+    case Platform::kNvidia:
+      return kNvidiaTableMiB[row][ws][r] * kMiB;
+    // The host backend exists for tests and CI: a floor would only hide calls
+    // from them.
+    case Platform::kHost:
+      return 0;
+  }
+  return kNeverEligible;
 }
 
 int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size) {
   if (config.min_size_bytes_override.has_value()) return *config.min_size_bytes_override;
-  const int64_t builtin = MinSizeBytes(dtype, world_size, config.regime, config.cast_bf16_to_fp16);
+  const int64_t builtin =
+      MinSizeBytes(config.platform, dtype, world_size, config.regime, config.cast_bf16_to_fp16);
   if (builtin == kNeverEligible || !config.min_size_table.has_value()) return builtin;
   const int row = static_cast<int>(WorkDType(dtype, config.cast_bf16_to_fp16));
   const int64_t mib =
@@ -67,7 +96,9 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
 bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
                      bool healthy, std::string* why_not) {
   if (config.regime == Regime::kNone || !IsValidRegime(static_cast<int>(config.regime))) {
-    return Decline(why_not, "regime is NONE (set QR_QUANTIZATION to FP, INT8, INT6, INT4 or INT3)");
+    return Decline(why_not,
+                   "regime is NONE (QR_QUANTIZATION=NONE disables quick-reduce; unset it for FP, "
+                   "or set INT8, INT6, INT4 or INT3)");
   }
   if (!IsValidDType(static_cast<int>(dtype))) {
     return Decline(why_not, "dtype is neither fp16 nor bf16");
@@ -79,7 +110,7 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
     std::string reason = "INT3 is only supported at world size 2, this group has " +
                          std::to_string(world_size);
     static std::once_flag logged;
-    std::call_once(logged, [&] { spdlog::warn("quick-reduce declines: {}", reason); });
+    std::call_once(logged, [&] { Log().warn("quick-reduce declines: {}", reason); });
     return Decline(why_not, std::move(reason));
   }
   if (bytes % 16 != 0) {
@@ -88,7 +119,7 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
   const int64_t min = EffectiveMinSizeBytes(config, dtype, world_size);
   if (bytes < static_cast<uint64_t>(min)) {
     return Decline(why_not, std::to_string(bytes) + " bytes is below the minimum of " +
-                                std::to_string(min) + " bytes");
+                                std::to_string(min) + " bytes (" + MinSizeSource(config) + ")");
   }
   if (bytes > static_cast<uint64_t>(config.max_size_bytes)) {
     return Decline(why_not, std::to_string(bytes) + " bytes is above the maximum of " +

@@ -24,14 +24,17 @@ namespace qr {
 // "Never eligible": the min size for regime NONE or an unsupported world size.
 inline constexpr int64_t kNeverEligible = std::numeric_limits<int64_t>::max();
 
-// The min-size table of DESIGN.md (MiB -> bytes) for (dtype, world size
+// The built-in min-size floor (bytes) of `platform` for (dtype, world size
 // 2/4/8, regime); bf16 uses the fp16 row when cast_bf16_to_fp16 is on.
-// kNeverEligible for kNone, an invalid dtype, or a world size not 2/4/8.
-int64_t MinSizeBytes(DType dtype, int world_size, Regime regime, bool cast_bf16_to_fp16);
+// AMD: DESIGN.md's table (vLLM's, tuned on MI300X); NVIDIA: the rows measured
+// for our kernels on H200 (all 0: no floor); host: 0. kNeverEligible for
+// kNone, an invalid dtype, or a world size not 2/4/8.
+int64_t MinSizeBytes(Platform platform, DType dtype, int world_size, Regime regime,
+                     bool cast_bf16_to_fp16);
 
 // The floor that applies under `config`: the QR_MIN_SIZE_BYTES_MB override if
 // set, else the QR_MIN_SIZE_TABLE row if the file has one, else the built-in
-// table, for config.regime.
+// table of config.platform, for config.regime.
 int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size);
 
 // True when quick-reduce should take an all-reduce of `bytes` bytes: regime

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/one_shot_reference.h"
+#include "tests/util/status_matchers.h"
 
 namespace qr {
 namespace {
@@ -21,7 +22,8 @@ struct Row {
   int64_t mib[5];  // FP, INT8, INT6, INT4, INT3
 };
 
-// DESIGN.md's table, written out independently of policy.cc.
+// DESIGN.md's table (vLLM's MI300X rows, AMD's built-in table), written out
+// independently of policy.cc.
 constexpr Row kTable[] = {
     {DType::kFloat16, 2, {1, 2, 2, 1, 1}},
     {DType::kFloat16, 4, {1, 16, 4, 2, 2}},
@@ -31,8 +33,10 @@ constexpr Row kTable[] = {
     {DType::kBFloat16, 8, {16, 2048, 2048, 2048, 2048}},
 };
 
+// An AMD group's config: the platform whose built-in table has floors.
 Config ConfigFor(Regime regime, bool cast) {
   Config c;
+  c.platform = Platform::kAmd;
   c.regime = regime;
   c.cast_bf16_to_fp16 = cast;
   return c;
@@ -48,7 +52,7 @@ const Row& FindRow(DType dtype, int ws) {
 TEST(PolicyTest, MinSizeTableEveryRow) {
   for (const Row& row : kTable) {
     for (int i = 0; i < 5; ++i) {
-      EXPECT_EQ(MinSizeBytes(row.dtype, row.ws, kCodecRegimes[i], /*cast=*/false),
+      EXPECT_EQ(MinSizeBytes(Platform::kAmd, row.dtype, row.ws, kCodecRegimes[i], /*cast=*/false),
                 row.mib[i] << 20)
           << DTypeName(row.dtype) << " ws" << row.ws << " " << RegimeName(kCodecRegimes[i]);
     }
@@ -58,19 +62,67 @@ TEST(PolicyTest, MinSizeTableEveryRow) {
 TEST(PolicyTest, Bf16WithCastUsesTheFp16Row) {
   for (int ws : {2, 4, 8}) {
     for (int i = 0; i < 5; ++i) {
-      EXPECT_EQ(MinSizeBytes(DType::kBFloat16, ws, kCodecRegimes[i], true),
+      EXPECT_EQ(MinSizeBytes(Platform::kAmd, DType::kBFloat16, ws, kCodecRegimes[i], true),
                 FindRow(DType::kFloat16, ws).mib[i] << 20);
       // fp16 ignores the cast flag.
-      EXPECT_EQ(MinSizeBytes(DType::kFloat16, ws, kCodecRegimes[i], true),
+      EXPECT_EQ(MinSizeBytes(Platform::kAmd, DType::kFloat16, ws, kCodecRegimes[i], true),
                 FindRow(DType::kFloat16, ws).mib[i] << 20);
     }
   }
 }
 
 TEST(PolicyTest, NeverEligibleForNoneOrBadWorldSize) {
-  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 2, Regime::kNone, false), kNeverEligible);
-  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 3, Regime::kFp, false), kNeverEligible);
-  EXPECT_EQ(MinSizeBytes(DType::kFloat16, 16, Regime::kFp, false), kNeverEligible);
+  for (Platform p : {Platform::kHost, Platform::kNvidia, Platform::kAmd}) {
+    EXPECT_EQ(MinSizeBytes(p, DType::kFloat16, 2, Regime::kNone, false), kNeverEligible);
+    EXPECT_EQ(MinSizeBytes(p, DType::kFloat16, 3, Regime::kFp, false), kNeverEligible);
+    EXPECT_EQ(MinSizeBytes(p, DType::kFloat16, 16, Regime::kFp, false), kNeverEligible);
+  }
+}
+
+// NVIDIA Hopper: qr-bench derived 0 in every cell on 2 x H200
+// (docs/perf/*-h200x2-min_size_table.txt); the host backend has no floor.
+TEST(PolicyTest, NoFloorOnNvidiaOrTheHost) {
+  for (Platform p : {Platform::kHost, Platform::kNvidia}) {
+    for (const Row& row : kTable) {
+      for (bool cast : {false, true}) {
+        for (Regime regime : kCodecRegimes) {
+          EXPECT_EQ(MinSizeBytes(p, row.dtype, row.ws, regime, cast), 0)
+              << PlatformName(p) << " " << DTypeName(row.dtype) << " ws" << row.ws << " "
+              << RegimeName(regime) << (cast ? " cast" : "");
+        }
+      }
+    }
+  }
+}
+
+// The acceptance: with nothing set, a 16 KiB fp16 message at world
+// size 2 is taken on a GPU group on NVIDIA and on the host backend, while
+// AMD keeps vLLM's 1 MiB floor for it.
+TEST(PolicyTest, UnsetEnvironmentTakesSmallMessagesOnNvidiaAndTheHost) {
+  for (const char* v :
+       {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "QR_CAST_BF16_TO_FP16",
+        "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16", "QR_MIN_SIZE_BYTES_MB",
+        "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "QR_MAX_SIZE_BYTES_MB",
+        "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB", "QR_MIN_SIZE_TABLE"}) {
+    ::unsetenv(v);
+  }
+  std::string why;
+  for (Platform p : {Platform::kNvidia, Platform::kHost}) {
+    ASSERT_OK_AND_ASSIGN(const Config c, LoadConfigFromEnv(p));
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      for (int ws : {2, 4, 8}) {
+        EXPECT_TRUE(ShouldAllReduce(c, 16 << 10, dtype, ws, true, &why))
+            << PlatformName(p) << " " << DTypeName(dtype) << " ws" << ws << ": " << why;
+      }
+    }
+    EXPECT_TRUE(ShouldAllReduce(c, 16, DType::kFloat16, 2, true, &why)) << why;
+  }
+  ASSERT_OK_AND_ASSIGN(const Config amd, LoadConfigFromEnv(Platform::kAmd));
+  EXPECT_FALSE(ShouldAllReduce(amd, 16 << 10, DType::kFloat16, 2, true, &why));
+  EXPECT_THAT(why, HasSubstr("the built-in AMD min-size table"));
+  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kFloat16, 2, true, &why)) << why;
+  // bf16 goes through fp16 on AMD by default, so the fp16 row's 1 MiB applies.
+  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kBFloat16, 2, true, &why)) << why;
 }
 
 // Every table entry, every boundary: min, min - 16, max, max + 16, and a
@@ -163,6 +215,14 @@ TEST(PolicyTest, TableFileRowsReplaceBuiltInRows) {
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 4), 16 << 20);  // bf16 ws4: built-in
   c.min_size_bytes_override = 0;  // QR_MIN_SIZE_BYTES_MB wins
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 0);
+  // Over NVIDIA's floor-less table too (qr-bench output for another machine).
+  c.min_size_bytes_override.reset();
+  c.platform = Platform::kNvidia;
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 8 << 20);
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 2), 0);  // no row: built-in
+  std::string why;
+  EXPECT_FALSE(ShouldAllReduce(c, 16 << 10, DType::kFloat16, 4, true, &why));
+  EXPECT_THAT(why, HasSubstr("QR_MIN_SIZE_TABLE"));
 }
 
 TEST(PolicyTest, FpBelowTheQuantizationThreshold) {

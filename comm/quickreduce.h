@@ -38,7 +38,8 @@ typedef enum {
   QR_TIMEOUT = 3,          /* join or a data-path wait ran out */
   QR_PEER_FAILED = 4,      /* a member died or the group was aborted */
   QR_UNSUPPORTED = 5,      /* valid request this build/device cannot serve */
-  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group */
+  QR_ALREADY_EXISTS = 6,   /* rank taken, device used twice in the group
+                              (unless every rank sets QR_ALLOW_SHARED_DEVICE=1) */
   QR_INTERNAL = 7
 } qr_status;
 
@@ -80,7 +81,9 @@ int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
 /* Sums `count` elements of `dtype` across the group into out (in == out
  * allowed) with the configured regime; FP below the quantization threshold
  * (QR_QUANTIZATION_MIN_SIZE_KB). count == 0 is a no-op. The message must be a
- * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB. Every rank must make
+ * multiple of 16 bytes and at most QR_MAX_SIZE_BYTES_MB; in and out must be
+ * 16-byte aligned and either equal or disjoint (else QR_INVALID_ARGUMENT
+ * naming the addresses, before anything runs). Every rank must make
  * the same sequence of calls with the same count, dtype and regime.
  * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNSUPPORTED (regime NONE, INT3 with
  * world size != 2), QR_PEER_FAILED, QR_TIMEOUT, QR_INTERNAL. */

@@ -1,7 +1,7 @@
 #include "comm/shm_mapping.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
+#include "common/logging.h"
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,10 +54,10 @@ ShmMapping::~ShmMapping() { Reset(); }
 
 void ShmMapping::Reset() {
   if (base_ != nullptr && ::munmap(base_, bytes_) != 0) {
-    spdlog::warn("munmap {}: {}", name_, std::strerror(errno));
+    Log().warn("munmap {}: {}", name_, std::strerror(errno));
   }
   if (owner_ && ::shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("shm_unlink {}: {}", name_, std::strerror(errno));
+    Log().warn("shm_unlink {}: {}", name_, std::strerror(errno));
   }
   base_ = nullptr;
   bytes_ = 0;

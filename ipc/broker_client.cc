@@ -17,7 +17,7 @@
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "ipc/names.h"
-#include "spdlog/spdlog.h"
+#include "common/logging.h"
 
 namespace qr::ipc {
 namespace {
@@ -67,7 +67,7 @@ StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::ConnectOrStart(
     const std::string& socket_path, bool autostart, Deadline deadline) {
   auto conn = Connect(socket_path);
   if (conn.ok() || !autostart || conn.status().code() != StatusCode::kUnavailable) return conn;
-  spdlog::info("no broker at {}; starting one", socket_path);
+  Log().info("no broker at {}; starting one", socket_path);
   QR_RETURN_IF_ERROR(StartBroker(socket_path));
   auto pause = std::chrono::milliseconds(5);
   while (true) {

@@ -10,7 +10,7 @@
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
-#include "spdlog/spdlog.h"
+#include "common/logging.h"
 
 namespace qr::ipc {
 namespace {
@@ -44,7 +44,7 @@ GroupMembership::GroupMembership() = default;
 
 GroupMembership::~GroupMembership() {
   Status s = Leave();
-  if (!s.ok()) spdlog::warn("leaving group {}: {}", group_, s.ToString());
+  if (!s.ok()) Log().warn("leaving group {}: {}", group_, s.ToString());
 }
 
 StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParams& p) {
@@ -76,6 +76,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   req.device_id = p.device_id;
   req.buffer_bytes = p.buffer_bytes;
   req.timeout_ms = static_cast<uint32_t>(p.timeout.count());
+  req.allow_shared_device = p.allow_shared_device;
   QR_RETURN_IF_ERROR(m->conn_->Send(req));
   auto reply = m->conn_->Receive(m->join_deadline_);
   if (!reply.ok()) {
@@ -216,7 +217,7 @@ void GroupMembership::PollBroker() {
       // A broker restart leaves a running group alone: the abort word, not the
       // connection, carries failures on the data path.
       broker_gone_ = true;
-      spdlog::warn("group {}: lost the broker connection ({}); the group keeps running", group_,
+      Log().warn("group {}: lost the broker connection ({}); the group keeps running", group_,
                    msg.status().message());
       return;
     }
@@ -269,7 +270,7 @@ Status GroupMembership::RaiseAbort(std::string_view reason) {
     req.reason = std::string(Utf8Prefix(reason, kMaxReasonBytes));
     Status s = conn_->Send(req);
     if (!s.ok())
-      spdlog::warn("group {}: could not tell the broker about the abort: {}", group_, s.message());
+      Log().warn("group {}: could not tell the broker about the abort: {}", group_, s.message());
   }
   return OkStatus();
 }

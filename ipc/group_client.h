@@ -82,8 +82,12 @@ struct JoinParams {
   int rank = -1;       // [0, world_size)
   int world_size = 0;  // 2, 4 or 8
   // GPU PCI bus id / UUID (at most 63 bytes, printable); kDeviceHost for the
-  // host backend. Two members of one group may not name the same GPU.
+  // host backend. Two members of one group may not name the same GPU unless
+  // every member sets allow_shared_device.
   std::string device_id;
+  // Agree to share device_id with other ranks (QR_ALLOW_SHARED_DEVICE, a
+  // testing mode for one GPU under NVIDIA MPS).
+  bool allow_shared_device = false;
   uint64_t buffer_bytes = 0;  // geometry: must match across members
   // Published in the slot for the caller to compare across members once the
   // group is READY (Members()); the broker does not look at it.

@@ -199,6 +199,7 @@ StatusOr<std::vector<uint8_t>> EncodeFrame(const Message& msg) {
     w.Str16(m->device_id);
     w.U64(m->buffer_bytes);
     w.U32(m->timeout_ms);
+    w.U8(m->allow_shared_device ? 1 : 0);
   } else if (auto* m = std::get_if<AbortRequest>(&msg)) {
     if (m->reason.size() > kMaxReasonBytes) return InvalidArgumentError("abort reason too long");
     w.Str16(m->reason);
@@ -242,6 +243,10 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
       QR_RETURN_IF_ERROR(r.Str16(&m.device_id, kMaxDeviceIdBytes));
       QR_RETURN_IF_ERROR(r.U64(&m.buffer_bytes));
       QR_RETURN_IF_ERROR(r.U32(&m.timeout_ms));
+      uint8_t shared = 0;
+      QR_RETURN_IF_ERROR(r.U8(&shared));
+      if (shared > 1) return InvalidArgumentError("allow_shared_device must be 0 or 1");
+      m.allow_shared_device = shared != 0;
       msg = std::move(m);
       break;
     }

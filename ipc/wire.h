@@ -31,7 +31,8 @@
 namespace qr::ipc {
 
 inline constexpr uint32_t kWireMagic = 0x50575251;  // "QRWP" little-endian
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: JOIN carries allow_shared_device.
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 12;
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
 inline constexpr size_t kMaxReasonBytes = 255;
@@ -64,9 +65,14 @@ struct JoinRequest {
   std::string device_id;
   uint64_t buffer_bytes = 0;
   uint32_t timeout_ms = 0;  // 0 < timeout_ms <= 24 h
+  // This rank agrees to share its GPU with other ranks of the group (a u8,
+  // 0 or 1; QR_ALLOW_SHARED_DEVICE). The broker admits two ranks on one
+  // device only when every member of the group sent 1.
+  bool allow_shared_device = false;
   bool operator==(const JoinRequest& o) const {
     return group == o.group && rank == o.rank && world_size == o.world_size &&
-           device_id == o.device_id && buffer_bytes == o.buffer_bytes && timeout_ms == o.timeout_ms;
+           device_id == o.device_id && buffer_bytes == o.buffer_bytes &&
+           timeout_ms == o.timeout_ms && allow_shared_device == o.allow_shared_device;
   }
 };
 struct PublishedNotice {

@@ -26,8 +26,15 @@ JoinRequest GoodJoin() {
   return j;
 }
 
+JoinRequest SharedJoin() {
+  JoinRequest j = GoodJoin();
+  j.allow_shared_device = true;
+  return j;
+}
+
 std::vector<Message> AllMessages() {
   return {GoodJoin(),
+          SharedJoin(),
           PublishedNotice{},
           LeaveRequest{},
           AbortRequest{"bounded wait ran out"},
@@ -88,10 +95,30 @@ TEST(WireTest, RefusesBadMagicAtOnce) {
 
 TEST(WireTest, RefusesOtherProtocolVersions) {
   ASSERT_OK_AND_ASSIGN(auto frame, EncodeFrame(LeaveRequest{}));
-  frame[4] = 2;
+  frame[4] = 1;  // the version before JOIN carried allow_shared_device
   size_t consumed = 0;
   EXPECT_THAT(TryDecodeFrame(frame.data(), frame.size(), &consumed),
-              StatusIs(StatusCode::kUnsupported, HasSubstr("protocol version 2")));
+              StatusIs(StatusCode::kUnsupported, HasSubstr("protocol version 1")));
+  frame[4] = 3;
+  EXPECT_THAT(TryDecodeFrame(frame.data(), frame.size(), &consumed),
+              StatusIs(StatusCode::kUnsupported, HasSubstr("protocol version 3")));
+}
+
+// The flag is the JOIN payload's last byte: only 0 and 1 are meaningful, and
+// a version-1 JOIN (without it) is short by that byte.
+TEST(WireTest, JoinSharedDeviceFlagIsZeroOrOne) {
+  ASSERT_OK_AND_ASSIGN(auto frame, EncodeFrame(SharedJoin()));
+  ASSERT_EQ(frame.back(), 1);
+  const uint16_t type = static_cast<uint16_t>(MessageType::kJoin);
+  const uint8_t* payload = frame.data() + kFrameHeaderBytes;
+  const size_t size = frame.size() - kFrameHeaderBytes;
+  ASSERT_OK_AND_ASSIGN(Message m, DecodePayload(type, payload, size));
+  EXPECT_TRUE(std::get<JoinRequest>(m).allow_shared_device);
+  frame.back() = 2;
+  EXPECT_THAT(DecodePayload(type, payload, size),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("allow_shared_device")));
+  EXPECT_THAT(DecodePayload(type, payload, size - 1),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("truncated")));
 }
 
 TEST(WireTest, RefusesFramesOver64KiB) {

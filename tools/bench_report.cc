@@ -188,7 +188,8 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
   return rows;
 }
 
-MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size) {
+MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size,
+                                Platform platform) {
   MinSizeTable t;
   std::vector<std::string> comments;
   const BenchDType table_dtypes[2] = {BenchDType::kFp16, BenchDType::kBf16};
@@ -202,7 +203,7 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
       const Floor f = FloorFor(rows, table_dtypes[d], codec);
       if (f.kind == Floor::kNoData) {
         const int64_t builtin =
-            MinSizeBytes(dtypes[d], world_size, static_cast<Regime>(codec), false);
+            MinSizeBytes(platform, dtypes[d], world_size, static_cast<Regime>(codec), false);
         t.mib[d][c] = builtin == kNeverEligible ? static_cast<int64_t>(kMaxMaxSizeMb)
                                                 : builtin / kMiB;
         t.measured[d][c] = false;
@@ -242,7 +243,7 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
                           std::to_string(FloorMiB(f)) + (f.kind == Floor::kNever ? " (never)" : ""));
   }
   if (!cast_floors.empty()) {
-    comments.push_back("# bf16 with QR_CAST_BF16_TO_FP16=1 (the default) uses the fp16 row; "
+    comments.push_back("# bf16 with QR_CAST_BF16_TO_FP16=1 (the default on AMD) uses the fp16 row; "
                        "bf16cast measured alone would give: " + CodecList(cast_floors));
   }
   std::vector<std::string> wins;

@@ -101,9 +101,10 @@ struct MinSizeTable {
 // largest size in MiB + 1 (never taken at measured sizes), said in a comment.
 // Sizes are those with an NCCL number; a size whose pick was not timed (e.g.
 // one-shot skipped) ends the walk down, said in a comment. Without the pick at
-// the largest size, the built-in MinSizeBytes value, said in a comment.
-// world_size must be 2, 4 or 8.
-MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size);
+// the largest size, `platform`'s built-in MinSizeBytes value, said in a
+// comment. world_size must be 2, 4 or 8.
+MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_size,
+                                Platform platform);
 
 // CSV: header line, then one line per row (empty fields where a value is
 // unknown), both with a trailing newline.

@@ -66,6 +66,9 @@ std::vector<Measurement> Synthetic() {
   return m;
 }
 
+// Unmeasured cells keep the built-in value: AMD's table has floors to keep.
+constexpr Platform kAmd = Platform::kAmd;
+
 // The policy the synthetic data is designed for: one-shot up to 1 MiB (the
 // built-in ceilings change with measurements; these tests must not).
 Config Policy() {
@@ -155,15 +158,16 @@ TEST(BenchReportTest, PolicyRowIsLeftOutWhenItsPickWasNotTimed) {
 
 TEST(BenchReportTest, MinSizeTableFromSyntheticTimings) {
   const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
-  const MinSizeTable t = DeriveMinSizeTable(rows, 2);
-  const int64_t builtin_int3 = MinSizeBytes(DType::kFloat16, 2, Regime::kInt3, false) / kMiB;
+  const MinSizeTable t = DeriveMinSizeTable(rows, 2, kAmd);
+  const int64_t builtin_int3 = MinSizeBytes(kAmd, DType::kFloat16, 2, Regime::kInt3, false) / kMiB;
   EXPECT_EQ(t.mib[0], (std::array<int64_t, 5>{64, 2, 1, 65, builtin_int3}));
   EXPECT_EQ(t.measured[0], (std::array<bool, 5>{true, true, true, true, false}));
   EXPECT_EQ(t.mib[1][0], 0);
   EXPECT_TRUE(t.measured[1][0]);
   for (int c = 1; c < 5; ++c) {
     EXPECT_FALSE(t.measured[1][c]);
-    EXPECT_EQ(t.mib[1][c], MinSizeBytes(DType::kBFloat16, 2, static_cast<Regime>(c), false) / kMiB);
+    EXPECT_EQ(t.mib[1][c],
+              MinSizeBytes(kAmd, DType::kBFloat16, 2, static_cast<Regime>(c), false) / kMiB);
   }
   EXPECT_EQ(t.one_shot_wins_up_to_bytes[0], static_cast<int64_t>(256 * K));
   EXPECT_EQ(t.one_shot_wins_up_to_bytes[1], static_cast<int64_t>(M));
@@ -186,7 +190,7 @@ TEST(BenchReportTest, UntimedPickEndsTheWalkDown) {
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kNccl, Codec::kFp, Nccl(b)));
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kFp, 0.5 * Nccl(b)));
   }
-  const MinSizeTable t = DeriveMinSizeTable(BuildRows(m, kRegimes, 2, 0.0, Policy()), 2);
+  const MinSizeTable t = DeriveMinSizeTable(BuildRows(m, kRegimes, 2, 0.0, Policy()), 2, kAmd);
   EXPECT_EQ(t.mib[0][0], 64);
   EXPECT_TRUE(t.measured[0][0]);
   EXPECT_THAT(t.text, HasSubstr("may be lower: FP at 16K"));
@@ -195,16 +199,16 @@ TEST(BenchReportTest, UntimedPickEndsTheWalkDown) {
 
 TEST(BenchReportTest, DerivedTableRoundTripsThroughTheConfigParser) {
   const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
-  const MinSizeTable t = DeriveMinSizeTable(rows, 2);
+  const MinSizeTable t = DeriveMinSizeTable(rows, 2, kAmd);
   ASSERT_OK_AND_ASSIGN(MinSizeTableMiB parsed, ParseMinSizeTable(t.text, "derived"));
   for (int d = 0; d < 2; ++d) {
     for (int c = 0; c < 5; ++c) EXPECT_EQ(parsed[d][0][c], t.mib[d][c]) << d << " " << c;
     for (int w = 1; w < 3; ++w) EXPECT_EQ(parsed[d][w][0], -1);  // rows for ws 4/8 absent
   }
   // And the table at world size 8 lands in the ws8 row.
-  const MinSizeTable t8 = DeriveMinSizeTable({}, 8);
+  const MinSizeTable t8 = DeriveMinSizeTable({}, 8, kAmd);
   ASSERT_OK_AND_ASSIGN(MinSizeTableMiB parsed8, ParseMinSizeTable(t8.text, "ws8"));
-  EXPECT_EQ(parsed8[0][2][0], MinSizeBytes(DType::kFloat16, 8, Regime::kFp, false) / kMiB);
+  EXPECT_EQ(parsed8[0][2][0], MinSizeBytes(kAmd, DType::kFloat16, 8, Regime::kFp, false) / kMiB);
   EXPECT_THAT(t8.text, HasSubstr("no QR_ONE_SHOT_MAX_KB suggestion"));
 }
 
@@ -227,7 +231,7 @@ TEST(BenchReportTest, CsvHasOneFieldPerColumnAndEmptyUnknowns) {
 
 TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
   const auto rows = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
-  const MinSizeTable t = DeriveMinSizeTable(rows, 2);
+  const MinSizeTable t = DeriveMinSizeTable(rows, 2, kAmd);
   BenchHeader h;
   h.gpus = {"GPU A", "GPU B"};
   h.world_size = 2;
@@ -257,7 +261,8 @@ TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
   // Unknown values are null, not 0.
   const auto lone = BuildRows({Meas(M, BenchDType::kFp16, BenchAlgo::kOneShot, Codec::kFp, 9.0)},
                               {}, 2, 0.0, Policy());
-  const auto j2 = nlohmann::json::parse(BenchJson(BenchHeader{}, lone, DeriveMinSizeTable(lone, 2)));
+  const auto j2 =
+      nlohmann::json::parse(BenchJson(BenchHeader{}, lone, DeriveMinSizeTable(lone, 2, kAmd)));
   EXPECT_TRUE(j2["rows"][0]["nccl_us"].is_null());
   EXPECT_TRUE(j2["header"]["nccl_version"].is_null());
 }

@@ -34,6 +34,7 @@
 #include "kernels/gpu/peer_bandwidth.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/platform/platform.h"
 #include "tools/bench_options.h"
 #include "tools/bench_plan.h"
 #include "tools/bench_report.h"
@@ -554,7 +555,7 @@ void Bench::FlushGroup(std::vector<Measurement>& group) {
 }
 
 Status Bench::Finish() {
-  const MinSizeTable table = DeriveMinSizeTable(rows_, ws_);
+  const MinSizeTable table = DeriveMinSizeTable(rows_, ws_, GpuPlatform());
   std::printf("\n%s", table.text.c_str());
   std::fflush(stdout);
   header_.wall_seconds = Elapsed();

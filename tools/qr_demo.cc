@@ -27,6 +27,7 @@
 #include "comm/config.h"
 #include "comm/policy.h"
 #include "comm/quickreduce.h"
+#include "common/env.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -35,6 +36,7 @@
 #include "ipc/names.h"
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/platform/platform.h"
 #include "kernels/types.h"
 #include "tools/qr_demo_lib.h"
 
@@ -59,9 +61,10 @@ void Usage(FILE* f) {
                "               [--sizes BYTES,BYTES,...] [--regimes FP,INT8,...]\n"
                "               [--dtypes fp16,bf16] [--group NAME]\n"
                "Runs all-reduces across --world-size worker processes in every regime\n"
-               "and dtype, checks them, and prints a table. Honours QR_BROKER_SOCKET,\n"
-               "QR_BROKER_AUTOSTART, QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB,\n"
-               "QR_OP_TIMEOUT_MS, QR_LOG_LEVEL.\n");
+               "and dtype, checks them, and prints a table, then what qr_should_all_reduce\n"
+               "says under this environment. Honours QR_BROKER_SOCKET, QR_BROKER_AUTOSTART,\n"
+               "QR_CAST_BF16_TO_FP16, QR_ONE_SHOT_MAX_KB, QR_OP_TIMEOUT_MS, QR_LOG_LEVEL,\n"
+               "QR_ALLOW_SHARED_DEVICE and the policy's QR_QUANTIZATION, QR_MIN_SIZE_*, QR_MAX_SIZE_BYTES_MB.\n");
 }
 
 // Splits "a,b,c"; an empty item is kept so that the caller rejects it.
@@ -188,15 +191,27 @@ int Launch(const Flags& f, const std::string& self) {
   // fork+exec below: initialising the GPU runtime here is fine, the children
   // start afresh.
   const int gpus = f.device == "host" ? 0 : gpu::DeviceCount();
+  // Fewer GPUs than workers: they share them only in the testing mode (the
+  // workers' join reports a bad value).
+  StatusOr<Config> config = LoadConfigFromEnv(gpus > 0 ? GpuPlatform() : Platform::kHost);
+  const bool share = gpus > 0 && gpus < f.world_size && config.ok() && config->allow_shared_device;
+  const bool enough = gpus >= f.world_size || share;
   std::string device = f.device;
   std::string why;
+  if (share && device != "host") {
+    why = " (" + std::to_string(f.world_size) + " ranks sharing " + std::to_string(gpus) + " GPU" +
+          (gpus == 1 ? "" : "s") + ": QR_ALLOW_SHARED_DEVICE=1, a testing mode for NVIDIA MPS)";
+  }
   if (device == "auto") {
-    device = gpus >= f.world_size ? "gpu" : "host";
-    why = gpus >= f.world_size
-              ? ""
-              : " (" + std::to_string(gpus) + " GPUs, " + std::to_string(f.world_size) + " needed)";
-  } else if (device == "gpu" && gpus < f.world_size) {
-    std::fprintf(stderr, "qr-demo: --device gpu needs %d GPUs, found %d\n", f.world_size, gpus);
+    device = enough ? "gpu" : "host";
+    if (!enough) {
+      why = " (" + std::to_string(gpus) + " GPUs, " + std::to_string(f.world_size) + " needed)";
+    }
+  } else if (device == "gpu" && !enough) {
+    std::fprintf(stderr,
+                 "qr-demo: --device gpu needs %d GPUs, found %d (fewer are shared only with "
+                 "QR_ALLOW_SHARED_DEVICE=1, under NVIDIA MPS)\n",
+                 f.world_size, gpus);
     return 2;
   }
   std::printf("qr-demo: %d workers on the %s backend%s, group %s, broker %s (%s)\n", f.world_size,
@@ -328,14 +343,61 @@ class Buffers {
   std::vector<uint16_t> host_in_, host_out_;
 };
 
+// What a caller that sets nothing but QR_* variables gets: the regime that
+// qr_all_reduce runs (the table above forces each regime instead) and what
+// qr_should_all_reduce answers for a few sizes, from the library itself.
+// The sizes straddle the AMD table's fp16 and bf16 floors at world size 2.
+std::string PolicyText(const qr_comm* comm, const Config& config, int world_size) {
+  const std::optional<EnvValue> regime_var =
+      LookupEnv({"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"});
+  const std::string regime_source = regime_var ? regime_var->name + "=" + regime_var->value
+                                               : std::string("QR_QUANTIZATION unset: the default");
+  const std::string table = std::string("the built-in ") + PlatformName(config.platform) +
+                            " min-size table";
+  std::string floor_source = table;
+  if (config.min_size_bytes_override.has_value()) {
+    floor_source = "QR_MIN_SIZE_BYTES_MB";
+  } else if (config.min_size_table.has_value()) {
+    floor_source = "QR_MIN_SIZE_TABLE (" + table + " where it has no row)";
+  }
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "\npolicy: qr_all_reduce runs %s (%s), bf16 %s;\nfloors from %s. "
+                "qr_should_all_reduce at world size %d:\n       ",
+                RegimeName(config.regime), regime_source.c_str(),
+                config.cast_bf16_to_fp16 ? "through fp16" : "natively", floor_source.c_str(),
+                world_size);
+  std::string text = line;
+  const uint64_t sizes[] = {16 << 10, 256 << 10, 1 << 20, 2 << 20, 16 << 20};
+  for (uint64_t bytes : sizes) {
+    std::snprintf(line, sizeof(line), " %8s", FormatBytes(bytes).c_str());
+    text += line;
+  }
+  text += "\n";
+  for (const qr_dtype dtype : {QR_FLOAT16, QR_BFLOAT16}) {
+    std::snprintf(line, sizeof(line), "  %-5s", dtype == QR_FLOAT16 ? "fp16" : "bf16");
+    text += line;
+    for (uint64_t bytes : sizes) {
+      std::snprintf(line, sizeof(line), " %8s",
+                    qr_should_all_reduce(comm, bytes, dtype) ? "yes" : "no");
+      text += line;
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 int Work(const Flags& f) {
   const int rank = f.worker_rank;
   const bool lead = rank == 0;
   const bool tty = ::isatty(STDERR_FILENO);
   const bool on_gpu = f.device == "gpu";
+  // Rank r on GPU r % GPUs: its own where there are enough (Launch checked).
+  const int gpus = on_gpu ? gpu::DeviceCount() : 0;
+  const int device = gpus > 0 ? rank % gpus : rank;
   Buffers buffers(on_gpu);
-  if (Status s = buffers.Init(rank); !s.ok()) {
-    std::fprintf(stderr, "qr-demo rank %d: GPU %d: %s\n", rank, rank, s.ToString().c_str());
+  if (Status s = buffers.Init(device); !s.ok()) {
+    std::fprintf(stderr, "qr-demo rank %d: GPU %d: %s\n", rank, device, s.ToString().c_str());
     return 2;
   }
   qr_join_options o;
@@ -343,14 +405,15 @@ int Work(const Flags& f) {
   o.group = f.group.c_str();
   o.rank = rank;
   o.world_size = f.world_size;
-  o.device = on_gpu ? rank : QR_DEVICE_HOST;
+  o.device = on_gpu ? device : QR_DEVICE_HOST;
   qr_comm* comm = nullptr;
   if (qr_join(&o, &comm) != QR_OK) {
     std::fprintf(stderr, "qr-demo rank %d: join: %s\n", rank, qr_last_error());
     return 2;
   }
-  // The join read the same configuration, so it parses.
-  StatusOr<Config> config = LoadConfigFromEnv();
+  // The join read the same configuration for the same platform, so it parses.
+  const Platform platform = on_gpu ? GpuPlatform() : Platform::kHost;
+  StatusOr<Config> config = LoadConfigFromEnv(platform);
   if (!config.ok()) {
     std::fprintf(stderr, "qr-demo rank %d: %s\n", rank, config.status().ToString().c_str());
     qr_leave(comm);
@@ -449,6 +512,8 @@ int Work(const Flags& f) {
     }
   }
   if (lead && tty) std::fprintf(stderr, "\r\033[K");
+  // Asked while the group is still healthy: leaving makes every answer no.
+  const std::string policy = PolicyText(comm, *config, f.world_size);
   if (qr_leave(comm) != QR_OK) {
     std::fprintf(stderr, "qr-demo rank %d: leave: %s\n", rank, qr_last_error());
   }
@@ -478,6 +543,7 @@ int Work(const Flags& f) {
         "(must be <= 1).\nus/call and GB/s (message bytes / time, eager calls): rank 0, "
         "%s backend, %d processes, %ld CPU cores.\n",
         on_gpu ? "GPU" : "host", f.world_size, ::sysconf(_SC_NPROCESSORS_ONLN));
+    std::fputs(policy.c_str(), stdout);
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;

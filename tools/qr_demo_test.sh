@@ -19,7 +19,24 @@ grep -q "all checks passed" <<<"$out" || fail "no 'all checks passed'"
 rows=$(grep -cE '^(FP|INT8|INT6|INT4|INT3) ' <<<"$out")
 [[ $rows -eq 4 ]] || fail "expected 4 rows, got $rows"
 grep -E '^(FP|INT4) +bf16 ' <<<"$out" | grep -vq bit-exact && fail "a row is not bit-exact"
-grep -qE '^INT8|^INT6|^INT3| fp16 ' <<<"$out" && fail "rows outside the filters"
+grep -qE '^INT8|^INT6|^INT3|^[A-Z0-9]+ +fp16 ' <<<"$out" && fail "rows outside the filters"
+
+# The policy block: with nothing set, the default regime (FP) takes every
+# size on the host backend (no floor); an explicit floor or NONE shows up.
+policy_row() { grep -A4 '^policy: ' <<<"$1" | grep -E "^  $2 "; }
+grep -q "^policy: qr_all_reduce runs FP (QR_QUANTIZATION unset: the default), bf16 natively;" \
+  <<<"$out" || fail "no default policy line"
+[[ $(policy_row "$out" fp16 | wc -w) -eq 6 && $(policy_row "$out" fp16 | grep -o yes | wc -l) -eq 5 ]] ||
+  fail "the default policy does not take every size: $(policy_row "$out" fp16)"
+small=(--device host --regimes FP --dtypes fp16 --sizes 4096)
+out=$(QR_MIN_SIZE_BYTES_MB=1 "$demo" "${small[@]}" 2>>"$tmp/err.txt") || fail "demo with a floor failed"
+grep -q "floors from QR_MIN_SIZE_BYTES_MB" <<<"$out" || fail "floor source not shown"
+[[ "$(policy_row "$out" fp16 | tr -s ' ')" == " fp16 no no yes yes yes" ]] ||
+  fail "1 MiB floor: $(policy_row "$out" fp16)"
+out=$(QR_QUANTIZATION=NONE "$demo" "${small[@]}" 2>>"$tmp/err.txt") || fail "demo with NONE failed"
+grep -q "runs NONE (QR_QUANTIZATION=NONE)" <<<"$out" || fail "NONE not shown"
+[[ "$(policy_row "$out" bf16 | tr -s ' ')" == " bf16 no no no no no" ]] ||
+  fail "NONE: $(policy_row "$out" bf16)"
 
 check_error() {  # check_error <expected message> <flags...>
   local want="$1"; shift

@@ -296,6 +296,7 @@ struct Member {
   std::shared_ptr<Session> session;  // null for adopted groups
   int32_t pid = 0;
   std::string device;
+  bool allow_shared_device = false;  // JoinRequest::allow_shared_device
   bool published = false;
   Clock::time_point deadline{};
   uint32_t timeout_ms = 0;
@@ -321,6 +322,39 @@ struct Group {
     return "group " + name + " (generation " + std::to_string(generation) + ")";
   }
 };
+
+namespace {
+
+// Two ranks on one GPU only when every GPU member of the group, `req`
+// included, asked for it (QR_ALLOW_SHARED_DEVICE): a testing mode in which
+// every rank caps its grids so the kernels sharing a GPU fit on it together.
+Status CheckSharedDevice(const Group& g, const ipc::JoinRequest& req) {
+  if (req.device_id == ipc::kDeviceHost) return OkStatus();
+  int same = -1;  // a member on req's device
+  bool shared = false;
+  std::vector<int> unwilling;
+  std::set<std::string> devices;
+  for (int r = 0; r < g.world_size; ++r) {
+    const auto& m = g.members[static_cast<size_t>(r)];
+    if (!m.has_value() || m->device == ipc::kDeviceHost) continue;
+    if (!devices.insert(m->device).second) shared = true;
+    if (m->device == req.device_id && same < 0) same = r;
+    if (!m->allow_shared_device) unwilling.push_back(r);
+  }
+  if (same < 0 && !shared) return OkStatus();
+  if (!req.allow_shared_device) unwilling.push_back(static_cast<int>(req.rank));
+  if (unwilling.empty()) return OkStatus();
+  std::sort(unwilling.begin(), unwilling.end());
+  const std::string what = same >= 0 ? "device " + req.device_id + " is already rank " +
+                                           std::to_string(same) + " of " + g.Describe()
+                                     : g.Describe() + " has ranks sharing a GPU";
+  return AlreadyExistsError(what +
+                            " (two ranks cannot share one GPU unless every rank sets "
+                            "QR_ALLOW_SHARED_DEVICE=1, a testing mode for NVIDIA MPS; ranks " +
+                            ipc::RankList(unwilling) + " did not)");
+}
+
+}  // namespace
 
 Server::Server(asio::io_context& io, ServerOptions options)
     : io_(io),
@@ -816,16 +850,9 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
                                    " is taken by pid " + std::to_string(holder->pid)));
       return;
     }
-    if (req.device_id != ipc::kDeviceHost) {
-      for (int r = 0; r < g->world_size; ++r) {
-        const auto& m = g->members[static_cast<size_t>(r)];
-        if (m.has_value() && m->device == req.device_id) {
-          Refuse(s, AlreadyExistsError("device " + req.device_id + " is already rank " +
-                                       std::to_string(r) + " of " + g->Describe() +
-                                       " (two ranks cannot share one GPU)"));
-          return;
-        }
-      }
+    if (Status shared = CheckSharedDevice(*g, req); !shared.ok()) {
+      Refuse(s, shared);
+      return;
     }
   } else {
     auto group = std::make_unique<Group>();
@@ -868,6 +895,7 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
   m.session = s;
   m.pid = s->pid;
   m.device = req.device_id;
+  m.allow_shared_device = req.allow_shared_device;
   m.timeout_ms = req.timeout_ms;
   m.deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
   g->members[static_cast<size_t>(rank)] = std::move(m);

@@ -20,7 +20,10 @@ std::vector<std::vector<uint8_t>> Seeds() {
   j.world_size = 2;
   j.device_id = "host";
   j.timeout_ms = 10;
+  JoinRequest shared = j;
+  shared.allow_shared_device = true;
   std::vector<Message> msgs = {j,
+                               shared,
                                PublishedNotice{},
                                LeaveRequest{},
                                AbortRequest{"why"},

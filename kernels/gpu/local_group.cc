@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "kernels/gpu/max_blocks.h"
+#include "kernels/gpu/max_blocks_shared.h"
 #include "kernels/platform/gpu_api.h"
 
 namespace qr::kernels {
@@ -20,12 +21,10 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
   std::unique_ptr<LocalGroup> g(new LocalGroup());
   g->world_size_ = world_size;
   g->gpus_ = gpus;
-  if (max_blocks <= 0 && gpus < world_size) {
-    QR_ASSIGN_OR_RETURN(const int sms, gpu::MultiprocessorCount(0));
-    const int ranks_per_gpu = (world_size + gpus - 1) / gpus;
-    max_blocks = sms * kTwoShotFpBlocksPerSm / ranks_per_gpu;
-  } else if (max_blocks <= 0) {
-    QR_ASSIGN_OR_RETURN(max_blocks, DefaultMaxBlocks(0));
+  if (max_blocks <= 0) {
+    QR_ASSIGN_OR_RETURN(const int layout_blocks, DefaultMaxBlocks(0));
+    // Rank r on GPU r % gpus: the busiest GPU carries ceil(world_size / gpus).
+    max_blocks = SharedGpuMaxBlocks(layout_blocks, (world_size + gpus - 1) / gpus);
   }
   g->max_blocks_ = max_blocks;
   QR_ASSIGN_OR_RETURN(int64_t ticks, gpu::WallClockTicksPerMs(0));

@@ -36,13 +36,12 @@ class LocalGroup {
   // backend's default (multiprocessors x kTwoShotBlocksPerSm).
   //
   // gpus > 0 spreads the ranks over GPUs 0..gpus-1 (rank r on GPU r % gpus).
-  // It exists to run the world-size-4 and -8 kernels where fewer GPUs are
-  // available, and checks their logic, not their speed: a real group never
-  // puts two ranks on one GPU. Ranks sharing a GPU wait on each other inside
-  // their kernels, so all their blocks must be resident at once. The default
-  // max_blocks for shared GPUs is therefore the FP kernels' residency
-  // (multiprocessors x kTwoShotFpBlocksPerSm, the smallest of the kernels)
-  // divided among the ranks of a GPU.
+  // It exists to run the kernels of every world size where fewer GPUs are
+  // available (all ranks on GPU 0 with gpus = 1), and checks their logic, not
+  // their speed. Ranks sharing a GPU wait on each other inside their kernels,
+  // so all their blocks must be resident at once: the default max_blocks is
+  // then SharedGpuMaxBlocks (kernels/gpu/max_blocks_shared.h), the cap a real
+  // group sharing a GPU under QR_ALLOW_SHARED_DEVICE uses too.
   [[nodiscard]] static StatusOr<std::unique_ptr<LocalGroup>> Create(int world_size,
                                                                     int max_blocks = 0,
                                                                     int gpus = 0);

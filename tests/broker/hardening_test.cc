@@ -222,6 +222,8 @@ TEST_F(HardeningTest, ErrorReplyEchoingANulByteStillArrives) {
   uint64_t bytes = 1 << 20;
   put(&bytes, 8);
   put(&timeout, 4);
+  uint8_t shared_device = 0;  // protocol version 2
+  put(&shared_device, 1);
   std::vector<uint8_t> frame(12);
   uint32_t magic = ipc::kWireMagic, len = static_cast<uint32_t>(payload.size());
   uint16_t version = ipc::kProtocolVersion, type = static_cast<uint16_t>(ipc::MessageType::kJoin);

@@ -14,6 +14,7 @@
 #include "ipc/group_client.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
+#include "ipc/wire.h"
 #include "nlohmann/json.hpp"
 #include "tests/broker/harness.h"
 #include "tests/util/status_matchers.h"
@@ -93,7 +94,7 @@ TEST_F(QrctlTest, LiveGroupIsHealthyInTextAndJson) {
   EXPECT_EQ(doc["schema_version"], 1);
   EXPECT_EQ(doc["broker"]["pid"], broker_->pid());
   EXPECT_EQ(doc["broker"]["socket"], socket());
-  EXPECT_EQ(doc["broker"]["protocol_version"], 1);
+  EXPECT_EQ(doc["broker"]["protocol_version"], ipc::kProtocolVersion);
   nlohmann::json g = Group(doc);
   ASSERT_FALSE(g.is_null());
   EXPECT_EQ(g["state"], "READY");

@@ -103,14 +103,16 @@ TEST_F(RobustnessTest, UnknownTypesOversizedFramesAndOtherVersionsAreRefused) {
     const char* text;
   };
   std::vector<Case> cases = {
-      {frame_with(1, 777, 0), StatusCode::kInvalidArgument, "unknown message type"},
-      {frame_with(1, 1, 1u << 20), StatusCode::kInvalidArgument, "512-byte request limit"},
-      {frame_with(1, 4, 600), StatusCode::kInvalidArgument, "512-byte request limit"},
+      {frame_with(ipc::kProtocolVersion, 777, 0), StatusCode::kInvalidArgument, "unknown message type"},
+      {frame_with(ipc::kProtocolVersion, 1, 1u << 20), StatusCode::kInvalidArgument,
+       "512-byte request limit"},
+      {frame_with(ipc::kProtocolVersion, 4, 600), StatusCode::kInvalidArgument,
+       "512-byte request limit"},
       {frame_with(9, 1, 0), StatusCode::kUnsupported, "protocol version 9"},
-      {frame_with(1, 65, 8), StatusCode::kInvalidArgument, "truncated"},  // READY, no payload
+      {frame_with(ipc::kProtocolVersion, 65, 8), StatusCode::kInvalidArgument, "truncated"},  // READY, no payload
   };
   // READY (a broker-to-client message) with a valid payload.
-  auto ready = frame_with(1, 65, 8);
+  auto ready = frame_with(ipc::kProtocolVersion, 65, 8);
   ready.resize(ready.size() + 8, 0);
   cases.push_back({ready, StatusCode::kInvalidArgument, "broker-to-client"});
   for (auto& c : cases) {

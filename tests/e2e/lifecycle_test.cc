@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -30,7 +31,15 @@
 namespace qr::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// How error messages print an address.
+std::string Hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return text;
+}
 
 class Barrier {
  public:
@@ -170,7 +179,7 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
     EXPECT_OK((*c)->Leave());
   });
   ASSERT_EQ(failures, 0);
-  ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv());  // as the communicators did
+  ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv(Platform::kHost));  // as they did
   for (size_t i = 0; i < cases.size(); ++i) {
     const demo::Verdict v = VerifyCase(cases[i], 4, AlgorithmOf(config, cases[i], 4),
                                        outputs[0][i].data());
@@ -185,6 +194,7 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
 // collective step: the ranks' next valid call still matches up.
 TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
   ::setenv("QR_MAX_SIZE_BYTES_MB", "1", 1);
+  ::setenv("QR_QUANTIZATION", "NONE", 1);
   const std::string group = UniqueGroup("args");
   std::atomic<int> failures{0};
   OnThreads(4, [&](int rank) {
@@ -212,13 +222,31 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("QR_MAX_SIZE_BYTES_MB")));
     EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 8, 64, f16, Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
+    // Overlapping by 16 bytes at either end, with both addresses named.
+    EXPECT_THAT(c.AllReduce(buf.data() + 56, buf.data(), 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("overlap without being equal"),
+                               HasSubstr(Hex(buf.data() + 56)), HasSubstr(Hex(buf.data())))));
+    EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 56, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
+    // A view starting at element 1 (2 bytes in) is not 16-byte aligned.
+    EXPECT_THAT(c.AllReduce(buf.data() + 1, out.data(), 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("in (" + Hex(buf.data() + 1) + ")"),
+                               HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(c.AllReduce(buf.data(), out.data() + 4, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("out (" + Hex(out.data() + 4) + ")"),
+                               HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(c.AllReduce(buf.data() + 1, buf.data() + 1, 64, f16, Regime::kFp, false),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("not 16-byte aligned")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kInt3, false),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("INT3 needs world size 2")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kNone, false),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("NONE")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, static_cast<DType>(3), Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("dtype")));
-    // The configured regime is NONE (QR_QUANTIZATION unset).
+    // The configured regime is NONE (set explicitly: unset means FP).
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("QR_QUANTIZATION")));
     EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));  // no-op
@@ -240,6 +268,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     EXPECT_THAT(c.Check(), StatusIs(StatusCode::kInvalidArgument));
   });
   ::unsetenv("QR_MAX_SIZE_BYTES_MB");
+  ::unsetenv("QR_QUANTIZATION");
   EXPECT_EQ(failures, 0);
 }
 

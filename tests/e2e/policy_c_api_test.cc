@@ -1,6 +1,7 @@
 // The policy and the configuration through the C ABI only (comm/quickreduce.h):
-// qr_should_all_reduce for the min-size table, the max size, the 16-byte rule,
-// the bf16 cast row, NONE, INT3 at world size 4 and vLLM's variable names;
+// qr_should_all_reduce with no floor by default on the host backend, a
+// QR_MIN_SIZE_TABLE floor, the max size, the 16-byte rule, the bf16 cast row,
+// FP when nothing is set, NONE, INT3 at world size 4 and vLLM's variable names;
 // qr_all_reduce running FP below QR_QUANTIZATION_MIN_SIZE_KB and the regime's
 // codec above it (checked bit for bit against the reference of each codec);
 // one-shot up to the built-in ceiling or QR_ONE_SHOT_MAX_KB and two-shot
@@ -34,7 +35,8 @@ class PolicyCApiTest : public E2eTest {
     for (const char* name :
          {"QR_QUANTIZATION", "QR_MAX_SIZE_BYTES_MB", "QR_CAST_BF16_TO_FP16",
           "QR_QUANTIZATION_MIN_SIZE_KB", "QR_MIN_SIZE_BYTES_MB", "QR_ONE_SHOT_MAX_KB",
-          "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB"}) {
+          "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
+          "QR_MIN_SIZE_TABLE"}) {
       ::unsetenv(name);
     }
     E2eTest::TearDown();
@@ -62,9 +64,19 @@ class PolicyCApiTest : public E2eTest {
   int groups_ = 0;
 };
 
+// The host backend has no built-in floor; a QR_MIN_SIZE_TABLE file (here
+// with the AMD table's ws2 rows) sets one through the C ABI.
 TEST_F(PolicyCApiTest, MinSizeTableMaxSizeAndSixteenByteRule) {
   ::setenv("QR_QUANTIZATION", "INT8", 1);
   ::setenv("QR_MAX_SIZE_BYTES_MB", "16", 1);
+  OnGroup(2, [](int, qr_comm* c) {
+    EXPECT_EQ(qr_should_all_reduce(c, 16, QR_FLOAT16), 1);  // no floor on the host backend
+    EXPECT_EQ(qr_should_all_reduce(c, 16 * kMiB + 16, QR_FLOAT16), 0);
+  });
+  const std::string table = dir_ + "/min_size_table.txt";
+  ASSERT_TRUE(WriteFile(table, "fp16 ws2 1 2 2 1 1\nbf16 ws2 2 8 8 8 8\n"));
+  ::setenv("QR_MIN_SIZE_TABLE", table.c_str(), 1);
+  ::setenv("QR_CAST_BF16_TO_FP16", "1", 1);
   OnGroup(2, [](int, qr_comm* c) {
     // fp16, ws 2, INT8: 2 MiB floor.
     EXPECT_EQ(qr_should_all_reduce(c, 2 * kMiB - 16, QR_FLOAT16), 0);
@@ -72,7 +84,7 @@ TEST_F(PolicyCApiTest, MinSizeTableMaxSizeAndSixteenByteRule) {
     EXPECT_EQ(qr_should_all_reduce(c, 2 * kMiB + 8, QR_FLOAT16), 0);
     EXPECT_EQ(qr_should_all_reduce(c, 16 * kMiB, QR_FLOAT16), 1);
     EXPECT_EQ(qr_should_all_reduce(c, 16 * kMiB + 16, QR_FLOAT16), 0);
-    // bf16 with the cast on (default) uses the fp16 row.
+    // bf16 with the cast on uses the fp16 row.
     EXPECT_EQ(qr_should_all_reduce(c, 2 * kMiB, QR_BFLOAT16), 1);
     EXPECT_EQ(qr_should_all_reduce(c, 2 * kMiB, static_cast<qr_dtype>(7)), 0);
   });
@@ -80,6 +92,9 @@ TEST_F(PolicyCApiTest, MinSizeTableMaxSizeAndSixteenByteRule) {
 }
 
 TEST_F(PolicyCApiTest, Bf16RowWhenCastIsOff) {
+  const std::string table = dir_ + "/min_size_table.txt";
+  ASSERT_TRUE(WriteFile(table, "fp16 ws2 1 2 2 1 1\nbf16 ws2 2 8 8 8 8\n"));
+  ::setenv("QR_MIN_SIZE_TABLE", table.c_str(), 1);
   ::setenv("QR_QUANTIZATION", "INT8", 1);
   ::setenv("QR_CAST_BF16_TO_FP16", "0", 1);
   OnGroup(2, [](int, qr_comm* c) {
@@ -99,7 +114,18 @@ TEST_F(PolicyCApiTest, VllmNamesAndMinSizeOverride) {
   });
 }
 
-TEST_F(PolicyCApiTest, NoneDeclinesEverything) {
+// With nothing set the host backend takes small calls and runs them FP;
+// QR_QUANTIZATION=NONE, set explicitly, declines everything.
+TEST_F(PolicyCApiTest, UnsetRunsFpEverywhereAndNoneDeclinesEverything) {
+  OnGroup(2, [](int rank, qr_comm* c) {
+    EXPECT_EQ(qr_should_all_reduce(c, 16 << 10, QR_FLOAT16), 1);
+    EXPECT_EQ(qr_should_all_reduce(c, 16 << 10, QR_BFLOAT16), 1);
+    std::vector<uint16_t> buf(8192, rank == 0 ? 0x3c00 : 0x4000);  // fp16 1 and 2
+    EXPECT_EQ(qr_all_reduce(c, buf.data(), buf.data(), buf.size(), QR_FLOAT16, nullptr), QR_OK)
+        << qr_last_error();
+    EXPECT_EQ(buf[4321], 0x4200);  // 3
+  });
+  ::setenv("QR_QUANTIZATION", "NONE", 1);
   OnGroup(2, [](int, qr_comm* c) {
     EXPECT_EQ(qr_should_all_reduce(c, 64 * kMiB, QR_FLOAT16), 0);
     std::vector<uint16_t> buf(64);

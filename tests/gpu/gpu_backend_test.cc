@@ -4,10 +4,14 @@
 // replay with new inputs, that SIGKILL of one rank mid-stream drains the
 // survivor's stream within 1 s with kPeerFailed, and that a GPU wait that
 // times out turns ShouldAllReduce false before anything else reports it.
+// With one GPU the ranks share it (rank r on GPU r % GPUs), which needs
+// NVIDIA MPS and QR_ALLOW_SHARED_DEVICE=1 (tools/gpu/run_suite.sh sets up
+// both); without the flag the same GPU twice is refused.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,6 +24,7 @@
 #include "comm/config.h"
 #include "comm/policy.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/platform/platform.h"
 #include "kernels/two_shot_reference.h"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
@@ -31,20 +36,32 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Rank r on GPU r % GPUs: one GPU each where there are enough.
+int DeviceOf(const WorkerArgs& a) {
+  const int n = gpu::DeviceCount();
+  return n > 0 ? a.rank() % n : a.rank();
+}
+
 JoinOptions GpuOptions(const WorkerArgs& a) {
   JoinOptions o;
   o.group = a.group();
   o.rank = a.rank();
   o.world_size = a.world_size();
-  o.device = a.rank();
+  o.device = DeviceOf(a);
   o.timeout_ms = 60000;
   return o;
+}
+
+// QR_ALLOW_SHARED_DEVICE as the communicator reads it.
+bool SharedDeviceAllowed() {
+  auto config = LoadConfigFromEnv(GpuPlatform());
+  return config.ok() && config->allow_shared_device;
 }
 
 // The algorithm the communicator picks for `count` elements (the policy under
 // this process's environment), so results are checked against its reference.
 Algorithm Expected(int64_t count, int world_size) {
-  auto config = LoadConfigFromEnv();
+  auto config = LoadConfigFromEnv(GpuPlatform());
   return ChooseAlgorithm(config.ok() ? *config : Config{}, static_cast<size_t>(count) * 2,
                          world_size);
 }
@@ -95,7 +112,7 @@ int RunOne(Communicator& comm, const WorkerArgs& a, Codec codec, DType dtype, bo
 }
 
 int SweepWorker(const WorkerArgs& a) {
-  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");
   auto comm = Communicator::Join(GpuOptions(a));
   WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
   auto stream = gpu::StreamCreate();
@@ -109,6 +126,7 @@ int SweepWorker(const WorkerArgs& a) {
   io.out = *out;
   uint64_t seed = 100;
   for (Codec codec : kAllCodecs) {
+    if (codec == Codec::kInt3 && a.world_size() != 2) continue;
     for (int d = 0; d < 3; ++d) {
       const DType dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
       const bool cast = d == 2;
@@ -162,7 +180,7 @@ std::string PathOf(const WorkerArgs& a, const std::string& what, int rank) {
 // Streams all-reduces until the group fails; records when the failure was
 // seen (stream drained, kPeerFailed reported).
 int StreamWorker(const WorkerArgs& a) {
-  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");
   auto comm = Communicator::Join(GpuOptions(a));
   WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
   auto stream = gpu::StreamCreate();
@@ -220,7 +238,7 @@ int TimeoutWorker(const WorkerArgs& a) {
       if (write) WriteFile(path, "1\n");
     }
   } done_on_exit{done, a.rank() == 0};
-  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");
   auto comm = Communicator::Join(GpuOptions(a));
   WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
   if (a.rank() == 1) {
@@ -263,7 +281,7 @@ int TimeoutWorker(const WorkerArgs& a) {
 // backend's join barrier a rank could free its buffer before the slower rank
 // had opened its IPC handle, failing that rank's join.
 int CycleWorker(const WorkerArgs& a) {
-  WORKER_CHECK(gpu::SetDevice(a.rank()).ok(), 2, "set device");
+  WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");
   for (int cycle = 0; cycle < 20; ++cycle) {
     JoinOptions o = GpuOptions(a);
     o.group = a.group() + "-c" + std::to_string(cycle);
@@ -276,17 +294,120 @@ int CycleWorker(const WorkerArgs& a) {
   return 0;
 }
 
-class GpuBackendTest : public E2eTest {
- protected:
-  void SetUp() override {
-    const int n = gpu::DeviceCount();
-    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
-    E2eTest::SetUp();
+// With nothing set, a GPU group takes a 16 KiB fp16 call (FP, no floor on
+// NVIDIA) and reduces bf16 natively; bad pointers are QR_INVALID_ARGUMENT
+// naming the address, before any launch: the group stays healthy and the
+// next call is bit-exact.
+int DefaultsAndBadPointersWorker(const WorkerArgs& a) {
+  for (const char* v : {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+                        "QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
+                        "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
+                        "QR_MIN_SIZE_TABLE"}) {
+    ::unsetenv(v);
   }
+  WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");
+  auto comm = Communicator::Join(GpuOptions(a));
+  WORKER_CHECK(comm.ok(), 3, "rank %d: join: %s", a.rank(), comm.status().ToString().c_str());
+  Communicator& c = **comm;
+  WORKER_CHECK(c.config().platform == GpuPlatform(), 4, "platform %s",
+               PlatformName(c.config().platform));
+  WORKER_CHECK(c.config().regime == Regime::kFp, 5, "default regime %s",
+               RegimeName(c.config().regime));
+  WORKER_CHECK(c.ShouldAllReduce(16 << 10, DType::kFloat16), 6,
+               "an unset environment declines 16 KiB fp16");
+  if (GpuPlatform() == Platform::kNvidia) {
+    WORKER_CHECK(!c.config().cast_bf16_to_fp16, 7, "bf16 cast on by default on NVIDIA");
+  }
+  auto stream = gpu::StreamCreate();
+  WORKER_CHECK(stream.ok(), 8, "stream");
+  const int64_t count = 8192;
+  DeviceIo io;
+  io.in = *gpu::Malloc(count * 2 + 64);
+  io.out = *gpu::Malloc(count * 2 + 64);
+  char* in = static_cast<char*>(io.in);
+  char* out = static_cast<char*>(io.out);
+  auto refused = [&](const void* i, void* o, const void* named, const char* what) {
+    Status s = c.AllReduce(i, o, count, DType::kFloat16, Regime::kFp, false, *stream);
+    char address[32];
+    std::snprintf(address, sizeof(address), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(named));
+    return s.code() == StatusCode::kInvalidArgument &&
+           s.message().find(what) != std::string::npos &&
+           s.message().find(address) != std::string::npos;
+  };
+  WORKER_CHECK(refused(in + 2, out, in + 2, "not 16-byte aligned"), 9, "misaligned in");
+  WORKER_CHECK(refused(in, out + 8, out + 8, "not 16-byte aligned"), 10, "misaligned out");
+  WORKER_CHECK(refused(in, in + 16, in + 16, "overlap"), 11, "overlapping in/out");
+  WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 12, "sync after the refused calls");
+  WORKER_CHECK(c.Check().ok(), 13, "check after the refused calls");
+  WORKER_CHECK(c.ShouldAllReduce(16 << 10, DType::kFloat16), 14, "unhealthy after refusals");
+  const int rc = RunOne(c, a, Codec::kFp, DType::kFloat16, false, count, 77, *stream, io);
+  if (rc != 0) return rc;
+  gpu::StreamDestroy(*stream);
+  return c.Leave().ok() ? 0 : 15;
+}
+
+// Joins on GPU 0 whatever the rank, with a short join timeout; writes the
+// join's status code to a file. Exit 0 unless the join succeeded.
+int SameGpuWorker(const WorkerArgs& a) {
+  WORKER_CHECK(gpu::SetDevice(0).ok(), 2, "set device");
+  JoinOptions o = GpuOptions(a);
+  o.device = 0;
+  o.timeout_ms = 3000;
+  auto comm = Communicator::Join(o);
+  const std::string text = std::to_string(static_cast<int>(comm.status().code())) + " " +
+                           std::string(comm.status().message()) + "\n";
+  WORKER_CHECK(WriteFile(PathOf(a, "join", a.rank()), text), 3, "write");
+  WORKER_CHECK(!comm.ok(), 4, "rank %d joined a group sharing GPU 0", a.rank());
+  return 0;
+}
+
+// Ranks share a GPU where there are fewer GPUs than ranks: only with
+// QR_ALLOW_SHARED_DEVICE=1 (under NVIDIA MPS, or their kernels wait on each
+// other through context switches).
+bool EnoughGpus(int world_size, std::string* why) {
+  const int n = gpu::DeviceCount();
+  if (n >= world_size) return true;
+  if (n > 0 && SharedDeviceAllowed()) return true;
+  *why = "needs " + std::to_string(world_size) + " GPUs, or " + (n > 0 ? "" : "a GPU and ") +
+         "QR_ALLOW_SHARED_DEVICE=1 under NVIDIA MPS (tools/gpu/run_suite.sh); found " +
+         std::to_string(n);
+  return false;
+}
+
+// Skips before E2eTest starts a broker unless Runnable(); E2eTest's
+// TearDown (which checks /dev/shm) only after its SetUp.
+class GpuE2eTest : public E2eTest {
+ protected:
+  virtual bool Runnable(std::string* why) const = 0;
+  void SetUp() override {
+    std::string why;
+    if (!Runnable(&why)) GTEST_SKIP() << why;
+    E2eTest::SetUp();
+    started_ = true;
+  }
+  void TearDown() override {
+    if (started_) E2eTest::TearDown();
+  }
+
+ private:
+  bool started_ = false;
+};
+
+class GpuBackendTest : public GpuE2eTest {
+ protected:
+  bool Runnable(std::string* why) const override { return EnoughGpus(2, why); }
 };
 
 TEST_F(GpuBackendTest, EveryCodecAndDtypeEqualsReferenceAndGraphReplays) {
   RunWorkers("sweep", 2, {}, std::chrono::seconds(300));
+}
+
+// World size 4 across processes: on fewer than 4 GPUs only in the testing
+// mode (ranks sharing GPUs, grids capped).
+TEST_F(GpuBackendTest, WorldSizeFourEqualsReferenceAndGraphReplays) {
+  std::string why;
+  if (!EnoughGpus(4, &why)) GTEST_SKIP() << why;
+  RunWorkers("sweep", 4, {}, std::chrono::seconds(300));
 }
 
 TEST_F(GpuBackendTest, LeavingRightAfterJoinNeverFailsTheSlowerRank) {
@@ -295,6 +416,10 @@ TEST_F(GpuBackendTest, LeavingRightAfterJoinNeverFailsTheSlowerRank) {
 
 TEST_F(GpuBackendTest, TimedOutKernelMakesShouldAllReduceSayNoAtOnce) {
   RunWorkers("timeout", 2, {}, std::chrono::seconds(120));
+}
+
+TEST_F(GpuBackendTest, DefaultsTakeSmallCallsAndBadPointersAreRefusedBeforeLaunch) {
+  RunWorkers("defaults", 2, {}, std::chrono::seconds(120));
 }
 
 TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
@@ -322,6 +447,48 @@ TEST_F(GpuBackendTest, KilledRankDrainsSurvivorWithinOneSecond) {
   EXPECT_LT(seconds, 1.0);
 }
 
+// Without QR_ALLOW_SHARED_DEVICE=1 on every rank, the second rank on a GPU
+// is refused at join (kAlreadyExists, naming the variable) and the first
+// times out waiting for it. Needs a GPU but runs no kernel, so no MPS.
+class SameGpuTest : public GpuE2eTest {
+ protected:
+  bool Runnable(std::string* why) const override {
+    *why = "needs a GPU, found none";
+    return gpu::DeviceCount() >= 1;
+  }
+};
+
+TEST_F(SameGpuTest, RefusedUnlessEveryRankAllowsSharing) {
+  const char* const flags[][2] = {{"0", "0"}, {"1", "0"}, {"0", "1"}};
+  for (const auto& f : flags) {
+    SCOPED_TRACE(std::string("QR_ALLOW_SHARED_DEVICE ") + f[0] + "/" + f[1]);
+    const std::string group = UniqueGroup(std::string("same") + f[0] + f[1]);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; ++r) {
+      pids.push_back(SpawnWorker("same_gpu", group, r, 2, {},
+                                 {std::string("QR_ALLOW_SHARED_DEVICE=") + f[r]}));
+    }
+    const std::vector<int> codes = WaitAll(pids, std::chrono::seconds(30));
+    int refused = 0, timed_out = 0;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(codes[r], 0) << "rank " << r;
+      const std::string text = ReadFile(dir_ + "/" + group + "-join-r" + std::to_string(r));
+      int code = -1;
+      ASSERT_EQ(std::sscanf(text.c_str(), "%d", &code), 1) << text;
+      if (code == static_cast<int>(StatusCode::kAlreadyExists)) {
+        ++refused;
+        EXPECT_NE(text.find("QR_ALLOW_SHARED_DEVICE=1"), std::string::npos) << text;
+      } else if (code == static_cast<int>(StatusCode::kTimeout)) {
+        ++timed_out;
+      } else {
+        ADD_FAILURE() << "rank " << r << ": " << text;
+      }
+    }
+    EXPECT_EQ(refused, 1);
+    EXPECT_EQ(timed_out, 1);
+  }
+}
+
 }  // namespace
 }  // namespace qr::testing
 
@@ -330,5 +497,7 @@ int main(int argc, char** argv) {
                               {{"sweep", &qr::testing::SweepWorker},
                                {"stream", &qr::testing::StreamWorker},
                                {"timeout", &qr::testing::TimeoutWorker},
-                               {"cycle", &qr::testing::CycleWorker}});
+                               {"cycle", &qr::testing::CycleWorker},
+                               {"defaults", &qr::testing::DefaultsAndBadPointersWorker},
+                               {"same_gpu", &qr::testing::SameGpuWorker}});
 }

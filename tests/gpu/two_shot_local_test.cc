@@ -2,9 +2,11 @@
 // one-shot kernels against the host references bit for bit, graph replay,
 // the alternating-shape hang regression, and abort/timeout giving up; and the
 // world-size-4 and -8 kernels bit for bit with their ranks sharing the two
-// GPUs (their logic only: a real group never shares a GPU).
+// GPUs (their logic only). On a machine with one GPU every case runs with all
+// its ranks on GPU 0 (grids capped as for QR_ALLOW_SHARED_DEVICE).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -27,6 +29,10 @@ using ::qr::testing::ElemDType;
 using ::qr::testing::FirstDifference;
 
 constexpr int kWs = 2;
+
+// GPUs the groups spread their ranks over: 2, or 1 where that is all there
+// is (every rank on GPU 0). 0: none, the test skips.
+int TestGpus() { return std::min(gpu::DeviceCount(), 2); }
 
 // Device in/out buffers for every rank of a group, sized for `count` elements.
 struct RankBuffers {
@@ -70,9 +76,8 @@ Status Reference(bool one_shot, const TwoShotParams& p, const uint16_t* const* i
 class TwoShotLocalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const int n = gpu::DeviceCount();
-    if (n < kWs) GTEST_SKIP() << "needs " << kWs << " GPUs, found " << n;
-    auto g = LocalGroup::Create(kWs);
+    if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
+    auto g = LocalGroup::Create(kWs, /*max_blocks=*/0, TestGpus());
     ASSERT_OK(g.status());
     group_ = std::move(*g);
   }
@@ -194,7 +199,8 @@ TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
   RunAndCheck(elem, GpuCodec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
 }
 
-// World sizes 4 and 8 with two or four ranks per GPU (LocalGroup's `gpus`):
+// World sizes 4 and 8 with two or four ranks per GPU (LocalGroup's `gpus`;
+// four or eight on one GPU):
 // both algorithms against the references at sizes around atom rows, tiles
 // and the one-shot limit, and in place.
 class SharedGpuBitExactTest
@@ -202,9 +208,8 @@ class SharedGpuBitExactTest
       public ::testing::WithParamInterface<std::tuple<int, GpuCodec, GpuElem>> {
  protected:
   void SetUp() override {
-    const int n = gpu::DeviceCount();
-    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
-    auto g = LocalGroup::Create(std::get<0>(GetParam()), /*max_blocks=*/0, /*gpus=*/2);
+    if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
+    auto g = LocalGroup::Create(std::get<0>(GetParam()), /*max_blocks=*/0, TestGpus());
     ASSERT_OK(g.status());
     group_ = std::move(*g);
   }
@@ -270,13 +275,12 @@ TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
 
 // The group-level tests at world size 2 (one GPU per rank), and at 4 and 8
 // with the ranks sharing the 2 GPUs (kernel logic only; see
-// SharedGpuBitExactTest).
+// SharedGpuBitExactTest); on one GPU all ranks share it.
 class GroupTest : public TwoShotLocalTest, public ::testing::WithParamInterface<int> {
  protected:
   void SetUp() override {
-    const int n = gpu::DeviceCount();
-    if (n < 2) GTEST_SKIP() << "needs 2 GPUs, found " << n;
-    auto g = LocalGroup::Create(GetParam(), /*max_blocks=*/0, /*gpus=*/2);
+    if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
+    auto g = LocalGroup::Create(GetParam(), /*max_blocks=*/0, TestGpus());
     ASSERT_OK(g.status());
     group_ = std::move(*g);
   }
@@ -475,7 +479,7 @@ TEST_P(GroupTest, TwentyThousandMixedOneShotCallsStayCorrect) {
 // Polls until rank's stream is idle or `limit` passes; returns the time taken.
 double DrainSeconds(LocalGroup& g, int rank, double limit) {
   const auto start = std::chrono::steady_clock::now();
-  (void)gpu::SetDevice(rank);
+  (void)gpu::SetDevice(g.device(rank));
   for (;;) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -492,7 +496,7 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
   LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 20, 0};  // no timeout: only the abort ends it
   ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ASSERT_OK(gpu::SetDevice(0));
+  ASSERT_OK(gpu::SetDevice(group_->device(0)));
   ASSERT_OK_AND_ASSIGN(bool done, gpu::StreamDone(group_->stream(0)));
   EXPECT_FALSE(done) << "the kernel should still be waiting for rank 1";
   group_->RaiseAbort();

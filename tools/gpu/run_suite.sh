@@ -2,8 +2,12 @@
 # Runs the staged GPU suite ON THE GPU MACHINE (from the repository root, with
 # .device/ carried there by tools/gpu/stage.sh). Writes logs and CSVs to $OUT
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
-#   QR_SUITE="local backend bench sanitizer" (the default) picks parts;
+#   QR_SUITE picks parts; default "local backend sanitizer bench" on 2+ GPUs,
+#   "local backend demo sanitizer" on one GPU (bench needs 2 GPUs and NCCL).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh).
+# With exactly one GPU the multi-process parts (backend, demo) run their ranks
+# on it under NVIDIA MPS, which this script starts and stops, with
+# QR_ALLOW_SHARED_DEVICE=1 (docs/gpu-testing.md).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-gpu-out}"
@@ -12,40 +16,166 @@ export LD_LIBRARY_PATH="$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PWD/.device/bin:$PATH"
 # Never use NVLink multicast on the shared machine.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-suite="${QR_SUITE:-local backend sanitizer bench}"
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c .)
+if [[ $gpus -eq 1 ]]; then
+  suite="${QR_SUITE:-local backend demo sanitizer}"
+  # One device call is about 10 minutes: parts are cut short (and later ones
+  # skipped) so that the summary is always printed.
+  budget="${QR_SUITE_BUDGET:-540}"
+else
+  suite="${QR_SUITE:-local backend sanitizer bench}"
+  budget="${QR_SUITE_BUDGET:-}"
+fi
 summary=()
 failed=0
+started=$SECONDS
+part_pid=""
+# A part's limit in seconds: lim <with 2+ GPUs> <with one GPU>.
+lim() { if [[ $gpus -eq 1 ]]; then echo "$2"; else echo "$1"; fi; }
 
 part() {  # part <name> <timeout s> <command...>
   local name="$1" limit="$2"; shift 2
+  if [[ -n "$budget" ]]; then
+    local left=$((budget - (SECONDS - started)))
+    if ((left < 20)); then
+      summary+=("$name: skipped (suite budget of $budget s spent)")
+      failed=1
+      return
+    fi
+    ((limit > left)) && limit=$left
+  fi
   local start=$SECONDS
-  echo "=== $name: $*"
-  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  echo "=== $name (limit $limit s): $*"
+  # In the background so that a signal to this script is handled at once
+  # (the trap below passes it on to the part).
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1 &
+  part_pid=$!
+  wait "$part_pid"
   local rc=$?
+  part_pid=""
   tail -n 25 "$out/$name.log"
   summary+=("$name: rc=$rc ($((SECONDS - start)) s)")
   if [[ $rc -ne 0 ]]; then failed=1; fi
 }
 
+# NVIDIA MPS, for ranks of several processes sharing the one GPU: without it
+# their contexts are time-sliced and every flag hop waits for a context switch
+# (docs/gpu-testing.md). Started on first need, stopped on every exit path.
+mps_dir=""
+mps_ctl=""
+mps_pid=""
+mps_start() {
+  [[ -n "$mps_dir" ]] && return 0
+  mps_ctl=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+  if [[ ! -x "$mps_ctl" ]]; then
+    echo "=== MPS: nvidia-cuda-mps-control not found"
+    return 1
+  fi
+  mps_dir=$(mktemp -d /tmp/qr-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! "$mps_ctl" -d; then
+    echo "=== MPS: the control daemon did not start"
+    mps_stop
+    return 1
+  fi
+  sleep 0.2
+  mps_pid=$(cat "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" 2>/dev/null || true)
+  echo "=== MPS: control daemon ${mps_pid:+$mps_pid }started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+  summary+=("mps: started")
+}
+mps_stop() {
+  [[ -z "$mps_dir" ]] && return 0
+  echo quit | "$mps_ctl"
+  # quit waits for the clients (every test process has exited by now) and
+  # the servers; wait for the daemon itself, up to 10 s.
+  if [[ -n "$mps_pid" ]]; then
+    for _ in $(seq 100); do
+      kill -0 "$mps_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  for f in "$CUDA_MPS_LOG_DIRECTORY"/*.log; do
+    [[ -f "$f" ]] && cp "$f" "$out/mps-$(basename "$f")"
+  done
+  echo "=== MPS: stopped"
+  summary+=("mps: stopped")
+  rm -rf "$mps_dir"
+  mps_dir=""
+  mps_pid=""
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+# Parts whose ranks are separate processes: on one GPU they share it.
+shared=()
+shared_gpu() {
+  shared=()
+  if [[ $gpus -eq 1 ]]; then
+    mps_start || return 1
+    shared=(env QR_ALLOW_SHARED_DEVICE=1)
+  fi
+}
+
+# A private broker for qr-demo (its workers would otherwise autostart one
+# that outlives the suite).
+broker_pid=""
+broker_dir=""
+broker_stop() {
+  if [[ -n "$broker_pid" ]]; then
+    kill "$broker_pid" 2>/dev/null
+    wait "$broker_pid" 2>/dev/null
+    broker_pid=""
+  fi
+  [[ -n "$broker_dir" ]] && rm -rf "$broker_dir"
+  broker_dir=""
+}
+demo() {  # demo <world size>
+  broker_dir=$(mktemp -d /tmp/qr-suite.XXXXXX)
+  QR_LOG_LEVEL=warn .device/bin/qr-broker --socket "$broker_dir/broker.sock" \
+    >"$out/demo-broker.log" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 100); do
+    [[ -e "$broker_dir/broker.sock" ]] && break
+    sleep 0.05
+  done
+  QR_BROKER_SOCKET="$broker_dir/broker.sock" QR_BROKER_AUTOSTART=0 \
+    part "demo-ws$1" 90 ${shared[@]+"${shared[@]}"} .device/bin/qr-demo --device gpu --world-size "$1"
+  broker_stop
+}
+
+trap 'broker_stop; mps_stop' EXIT
+# timeout passes the signal on to the part's command.
+trap '[[ -n "$part_pid" ]] && kill -TERM "$part_pid" && wait "$part_pid"; exit 130' INT TERM
+
 nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv,noheader | tee "$out/gpus.txt"
 nvidia-smi topo -m >>"$out/gpus.txt" 2>&1 || true
+echo "=== $gpus GPU(s); parts: $suite${budget:+; budget $budget s}"
 
 for p in $suite; do
   case "$p" in
     local)
-      part local 420 .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
+      # One process drives every rank (on one GPU all of them share it): no MPS.
+      part local "$(lim 420 240)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
     backend)
-      [[ -x .device/bin/gpu_backend_test ]] &&
-        part backend 300 .device/bin/gpu_backend_test --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+      [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
+        part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
+          --broker=.device/bin/qr-broker --gtest_brief=1 ${QR_BACKEND_FILTER:+--gtest_filter=$QR_BACKEND_FILTER} ;;
+    demo)
+      [[ -x .device/bin/qr-demo ]] && shared_gpu && demo 2 && demo 4 ;;
     sanitizer)
-      part memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      # compute-sanitizer is not asked to run MPS clients.
+      mps_stop
+      part memcheck "$(lim 300 120)" compute-sanitizer --tool memcheck --error-exitcode 9 \
         .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT4_fp16:AllDtypes/OneShotBitExactTest.EqualsReferenceAtManySizes/bf16:*RejectsBadArguments'
-      part racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
+      part racecheck "$(lim 240 90)" compute-sanitizer --tool racecheck --error-exitcode 9 \
         .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT6_bf16cast' ;;
     bench)
       # The full default sweep takes about 1-2 minutes on 2 x H200 (qr-bench
       # prints its estimate first); QR_BENCH_ARGS picks subsets, e.g. --quick.
       # Exit 3 = some cells failed but every output was written.
+      if [[ $gpus -lt 2 ]]; then
+        summary+=("bench: skipped (qr-bench needs 2 GPUs)")
+        continue
+      fi
       [[ -x .device/bin/qr-bench ]] &&
         part bench "${QR_BENCH_TIMEOUT:-420}" .device/bin/qr-bench --csv "$out/bench.csv" \
           --json "$out/bench.json" --min-size-table "$out/min_size_table.txt" ${QR_BENCH_ARGS:-} ;;
@@ -63,6 +193,7 @@ for p in $suite; do
       part profile 540 bash tools/gpu/profile.sh ;;
   esac
 done
+mps_stop
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

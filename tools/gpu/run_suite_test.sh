@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# tools/gpu/run_suite.sh without a GPU: fake nvidia-smi, MPS control daemon,
+# compute-sanitizer and staged binaries that record what they saw. Checks that
+# on one GPU MPS is started for the multi-process parts only (with
+# QR_ALLOW_SHARED_DEVICE=1 there and nowhere else) and stopped on every exit
+# path: success, a failing part, SIGTERM in the middle, a spent budget; and
+# that two GPUs never start MPS nor set the flag.
+set -uo pipefail
+suite_src="$PWD/tools/gpu/run_suite.sh"
+tmp=$(mktemp -d /tmp/qr-suite-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# A fake checkout: tools/gpu/run_suite.sh, .device/bin/*, fakes on PATH.
+make_tree() {  # make_tree <dir> <gpus>
+  local d="$1" gpus="$2"
+  mkdir -p "$d/tools/gpu" "$d/.device/bin" "$d/.device/lib" "$d/fake"
+  cp "$suite_src" "$d/tools/gpu/run_suite.sh"
+  local calls="$d/calls.txt"
+  : >"$calls"
+  cat >"$d/fake/nvidia-smi" <<EOF
+#!/usr/bin/env bash
+[[ "\$1" == topo ]] && exit 0
+for ((i = 0; i < $gpus; i++)); do echo "\$i, NVIDIA H200, 00000000:1\$i:00.0, 580.00"; done
+EOF
+  # The control daemon: -d starts a stand-in process and writes its pid
+  # where the real one does; "quit" on stdin ends it.
+  cat >"$d/fake/nvidia-cuda-mps-control" <<EOF
+#!/usr/bin/env bash
+if [[ "\${1:-}" == -d ]]; then
+  [[ -d "\$CUDA_MPS_PIPE_DIRECTORY" && -d "\$CUDA_MPS_LOG_DIRECTORY" ]] || exit 1
+  sleep 120 >/dev/null 2>&1 </dev/null &
+  echo \$! >"\$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+  echo "server log" >"\$CUDA_MPS_LOG_DIRECTORY/control.log"
+  echo "mps-start" >>"$calls"
+  exit 0
+fi
+read -r cmd
+[[ "\$cmd" == quit ]] || exit 1
+kill "\$(cat "\$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid")"
+echo "mps-quit" >>"$calls"
+EOF
+  cat >"$d/fake/compute-sanitizer" <<EOF
+#!/usr/bin/env bash
+while [[ "\$1" == --* ]]; do shift 2; done
+exec "\$@"
+EOF
+  # Each staged binary records its name, the flag and whether MPS was on.
+  for b in two_shot_local_test gpu_backend_test qr-demo qr-bench; do
+    cat >"$d/.device/bin/$b" <<EOF
+#!/usr/bin/env bash
+echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
+[[ -n "\${FAKE_HANG:-}" && "$b" == "\$FAKE_HANG" ]] && sleep 60
+[[ "\${FAKE_FAIL:-}" == "$b" ]] && exit 1
+exit 0
+EOF
+  done
+  cat >"$d/.device/bin/qr-broker" <<EOF
+#!/usr/bin/env bash
+touch "\$2"
+exec sleep 120
+EOF
+  chmod +x "$d"/fake/* "$d"/.device/bin/*
+}
+
+run() {  # run <dir> [env...]: runs the suite, returns its exit code
+  local d="$1"; shift
+  (cd "$d" && env PATH="$d/fake:$PATH" OUT="$d/out" "$@" bash tools/gpu/run_suite.sh \
+    >"$d/suite.log" 2>&1)
+}
+
+no_mps_left() {  # no_mps_left <dir>: every start was quit, nothing left behind
+  local d="$1"
+  [[ $(grep -c mps-start "$d/calls.txt") -eq $(grep -c mps-quit "$d/calls.txt") ]] ||
+    fail "$d: MPS started $(grep -c mps-start "$d/calls.txt") times, quit $(grep -c mps-quit "$d/calls.txt")"
+  if compgen -G "/tmp/qr-mps.*/pipe/nvidia-cuda-mps-control.pid" >/dev/null; then
+    for f in /tmp/qr-mps.*/pipe/nvidia-cuda-mps-control.pid; do
+      grep -q "$d" "$f" 2>/dev/null && fail "$d: MPS pipes left in $f"
+    done
+  fi
+}
+
+# 1. One GPU, every part passes.
+d="$tmp/one"
+make_tree "$d" 1
+run "$d" || { cat "$d/suite.log"; fail "one GPU: suite failed"; }
+c="$d/calls.txt"
+[[ $(grep -c mps-start "$c") -eq 1 && $(grep -c mps-quit "$c") -eq 1 ]] ||
+  { cat "$c"; fail "one GPU: MPS not started and stopped exactly once"; }
+grep -q "^gpu_backend_test shared=1 mps=on" "$c" || fail "backend without the flag or MPS"
+[[ $(grep -c "^qr-demo shared=1 mps=on --device gpu --world-size" "$c") -eq 2 ]] ||
+  fail "qr-demo did not run twice (ws 2, 4) with the flag under MPS"
+grep -q "^two_shot_local_test shared=unset mps= --gtest_brief" "$c" ||
+  fail "the local test saw the flag or MPS"
+[[ $(grep -c "^two_shot_local_test shared=unset mps= --gtest_filter" "$c") -eq 2 ]] ||
+  fail "the sanitizer parts did not run without MPS"
+grep -q "^qr-bench" "$c" && fail "bench ran on one GPU by default"
+# Order: MPS comes up for the backend and goes down before the sanitizer.
+order=$(grep -oE "^(mps-start|mps-quit|gpu_backend_test|qr-demo|two_shot_local_test)" "$c" | uniq |
+  tr '\n' ' ')
+[[ "$order" == "two_shot_local_test mps-start gpu_backend_test qr-demo mps-quit two_shot_local_test " ]] ||
+  fail "order: $order"
+[[ -f "$d/out/mps-control.log" ]] || fail "MPS logs not kept"
+grep -q "mps: stopped" "$d/out/summary.txt" || fail "summary does not say MPS stopped"
+no_mps_left "$d"
+
+# 2. A failing part: the suite fails, MPS still stops.
+d="$tmp/fail"
+make_tree "$d" 1
+run "$d" FAKE_FAIL=gpu_backend_test && fail "a failing backend part passed the suite"
+grep -q "backend: rc=1" "$d/out/summary.txt" || fail "summary lacks the backend failure"
+no_mps_left "$d"
+
+# 3. SIGTERM while a multi-process part runs: the trap stops MPS.
+d="$tmp/term"
+make_tree "$d" 1
+(cd "$d" && exec env PATH="$d/fake:$PATH" OUT="$d/out" FAKE_HANG=gpu_backend_test \
+  bash tools/gpu/run_suite.sh >"$d/suite.log" 2>&1) &
+pid=$!
+for _ in $(seq 200); do
+  grep -q "^gpu_backend_test" "$d/calls.txt" && break
+  sleep 0.05
+done
+grep -q mps-start "$d/calls.txt" || fail "SIGTERM case: MPS never started"
+kill -TERM "$pid"
+wait "$pid"
+[[ $? -ne 0 ]] || fail "a terminated suite exited 0"
+no_mps_left "$d"
+
+# 4. A budget too small for the later parts: they are skipped, MPS stops.
+d="$tmp/budget"
+make_tree "$d" 1
+run "$d" QR_SUITE_BUDGET=19 && fail "a spent budget passed the suite"
+grep -q "local: skipped (suite budget" "$d/out/summary.txt" || fail "no budget skip in the summary"
+no_mps_left "$d"
+
+# 5. Two GPUs: the old default parts, no MPS, no flag.
+d="$tmp/two"
+make_tree "$d" 2
+run "$d" || { cat "$d/suite.log"; fail "two GPUs: suite failed"; }
+c="$d/calls.txt"
+grep -q "^mps-" "$c" && fail "MPS started with two GPUs"
+grep -q "^gpu_backend_test shared=unset mps= " "$c" || fail "two GPUs: backend saw the flag"
+grep -q "^qr-bench" "$c" || fail "two GPUs: no bench"
+grep -q "^qr-demo" "$c" && fail "two GPUs: demo is not a default part"
+echo "PASS"
