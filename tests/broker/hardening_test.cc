@@ -44,21 +44,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct CtlRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CtlRun Qrctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "qrctl");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = tools::RunQrctl(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
 // Sets a file's modification time to an hour ago (gc spares young orphans).
 void MakeOld(const std::string& shm_name) {
   std::string path = "/dev/shm" + shm_name;
@@ -314,12 +299,7 @@ TEST_F(HardeningTest, LongestGroupNamesFormAtEveryGeneration) {
 // A live segment of another layout version: a member holds a lock on it.
 TEST_F(HardeningTest, GcKeepsLiveSegmentsOfUnknownLayoutVersions) {
   const std::string group = UniqueGroup("v2");
-  ipc::GroupSegment::CreateParams p;
-  p.name = ipc::SegmentName(::getuid(), group, 1);
-  p.group = group;
-  p.world_size = 2;
-  p.generation = 1;
-  p.socket_path = dir_.path() + "/other.sock";
+  ipc::GroupSegment::CreateParams p = OtherBrokerSegment(group, dir_.path() + "/other.sock");
   ASSERT_OK_AND_ASSIGN(auto created, ipc::GroupSegment::Create(p));
   ASSERT_OK_AND_ASSIGN(auto member, ipc::GroupSegment::Open(p.name));
   ASSERT_OK(member->LockSlot(1));
@@ -360,12 +340,7 @@ TEST_F(HardeningTest, GcLeavesObjectsItCannotOpenAlone) {
   pid_t child = ForkChild([&] {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 99;
     const std::string group = UniqueGroup("noopen");
-    ipc::GroupSegment::CreateParams p;
-    p.name = ipc::SegmentName(::getuid(), group, 1);
-    p.group = group;
-    p.world_size = 2;
-    p.generation = 1;
-    p.socket_path = dir_.path() + "/other.sock";
+    ipc::GroupSegment::CreateParams p = OtherBrokerSegment(group, dir_.path() + "/other.sock");
     auto live = ipc::GroupSegment::Create(p);
     if (!live.ok()) return 3;
     const std::string data = p.name + "-host0";

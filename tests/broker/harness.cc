@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -23,6 +24,7 @@
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "ipc/wire.h"
+#include "tools/qrctl_lib.h"
 
 namespace qr::testing {
 
@@ -251,21 +253,38 @@ StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
   return took;
 }
 
+ipc::GroupSegment::CreateParams OtherBrokerSegment(const std::string& group,
+                                                   const std::string& other_socket) {
+  ipc::GroupSegment::CreateParams p;
+  p.name = ipc::SegmentName(::getuid(), group, 1);
+  p.group = group;
+  p.world_size = 2;
+  p.generation = 1;
+  p.socket_path = other_socket;
+  return p;
+}
+
 std::vector<std::unique_ptr<ipc::GroupSegment>> LiveForeignSegments(
     int count, const std::string& other_socket) {
   std::vector<std::unique_ptr<ipc::GroupSegment>> out;
   std::string tag = UniqueGroup("busy");
   for (int i = 0; i < count; ++i) {
-    ipc::GroupSegment::CreateParams p;
-    p.group = tag + "-" + std::to_string(i);
-    p.name = ipc::SegmentName(::getuid(), p.group, 1);
+    ipc::GroupSegment::CreateParams p =
+        OtherBrokerSegment(tag + "-" + std::to_string(i), other_socket);
     p.world_size = 8;
-    p.generation = 1;
-    p.socket_path = other_socket;
     auto seg = ipc::GroupSegment::Create(p);
     if (seg.ok()) out.push_back(std::move(*seg));
   }
   return out;
+}
+
+CtlRun Qrctl(std::vector<std::string> args) {
+  args.insert(args.begin(), "qrctl");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = tools::RunQrctl(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
 }
 
 std::string EnterPrivateShm(size_t bytes) {

@@ -96,10 +96,22 @@ std::vector<uint8_t> StatusBurst(size_t bytes);
 StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
                                                   const std::string& group,
                                                   std::chrono::milliseconds timeout);
+// Parameters of generation 1 of a two-rank `group` of a broker serving
+// `other_socket` (so no broker under test adopts it).
+ipc::GroupSegment::CreateParams OtherBrokerSegment(const std::string& group,
+                                                   const std::string& other_socket);
 // `count` live group segments of a broker serving `other_socket` (this
 // process holds their locks): what a busy host's /dev/shm holds.
 std::vector<std::unique_ptr<ipc::GroupSegment>> LiveForeignSegments(
     int count, const std::string& other_socket);
+
+// qrctl run in-process (tools::RunQrctl) with `args` after the program name.
+struct CtlRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+CtlRun Qrctl(std::vector<std::string> args);
 
 // Gives this process (and the children it starts later) a /dev/shm of its
 // own: a private mount namespace with a fresh tmpfs of `bytes` there. For
