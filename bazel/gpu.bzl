@@ -2,12 +2,31 @@
 
   --config=cuda (default): nvcc through HIP's NVIDIA headers, sm_90.
   --config=rocm:           Debian's clang-15 in HIP mode, gfx90a and gfx940.
+  --config=host:           no GPU compiler (./bazelw's choice without nvcc):
+                           every gpu_library is incompatible, so it and all
+                           that depend on it are skipped by `build //...` and
+                           `test //...`, unless it has host_srcs, a host-only
+                           implementation of its hdrs, which it builds instead.
 
 Each source becomes one position-independent object; the objects are wrapped
 in a cc_library so that cc_binary and cc_test depend on them as usual. This is
 the only place that knows compiler paths and GPU architectures. There is no
 relocatable device code: kernels are single-source and header-only below.
 """
+
+load("//bazel:copts.bzl", "QR_COPTS")
+
+# target_compatible_with values: GPU_ONLY skips a target in the host-only
+# flavour (for targets that need no gpu_library, which are skipped already);
+# HOST_ONLY skips it in the GPU flavours (tests of the host-only build).
+GPU_ONLY = select({
+    "//bazel:host_only": ["//bazel:incompatible"],
+    "//conditions:default": [],
+})
+HOST_ONLY = select({
+    "//bazel:host_only": [],
+    "//conditions:default": ["//bazel:incompatible"],
+})
 
 _NVCC = "/usr/local/cuda/bin/nvcc"
 _HIP_CLANG = "/usr/bin/clang++-15"
@@ -90,11 +109,13 @@ _gpu_object = rule(
     },
 )
 
-def gpu_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+def gpu_library(name, srcs, hdrs = [], deps = [], copts = [], host_srcs = None, **kwargs):
     """A cc_library whose srcs are .cu files compiled for the chosen GPU flavour.
 
     hdrs are host-facing headers (no HIP includes); device-only helpers go in
-    deps (header-only cc_libraries, .cuh). kwargs go to the cc_library.
+    deps (header-only cc_libraries, .cuh). host_srcs (g++ sources, no HIP)
+    implement hdrs in the host-only flavour; without them the library is
+    skipped there. kwargs go to the cc_library.
     """
     all_deps = deps + ["//bazel/hip"]
     _gpu_object(
@@ -107,14 +128,32 @@ def gpu_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
             "//bazel:rocm": "amd",
             "//conditions:default": "nvidia",
         }),
+        target_compatible_with = GPU_ONLY,
         visibility = ["//visibility:private"],
         tags = kwargs.get("tags", []),
     )
+    if host_srcs == None:
+        lib_srcs = [":" + name + "_objs"]
+        lib_deps = all_deps
+        kwargs["target_compatible_with"] = GPU_ONLY
+    else:
+        lib_srcs = select({
+            "//bazel:host_only": host_srcs,
+            "//conditions:default": [":" + name + "_objs"],
+        })
+        lib_deps = deps + select({
+            "//bazel:host_only": [],
+            "//conditions:default": ["//bazel/hip"],
+        })
+        kwargs["copts"] = select({
+            "//bazel:host_only": QR_COPTS,
+            "//conditions:default": [],
+        })
     native.cc_library(
         name = name,
-        srcs = [":" + name + "_objs"],
+        srcs = lib_srcs,
         hdrs = hdrs,
-        deps = all_deps,
+        deps = lib_deps,
         # Static cudart must resolve the objects' runtime calls in the final
         # link, which a per-library .so would not see.
         linkstatic = True,

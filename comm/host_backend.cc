@@ -155,6 +155,12 @@ class HostBackend final : public Backend {
       const char* raw = reinterpret_cast<const char*>(m.blob.data());
       std::string text(raw, strnlen(raw, m.blob.size()));
       std::string name = !text.empty() && text[0] == '/' ? text : segment_prefix_ + text;
+      // Only the buffer this rank must have made, in this group: a blob
+      // naming any other object is not followed.
+      if (name != segment_prefix_ + "host" + std::to_string(m.rank)) {
+        return InvalidArgumentError("rank " + std::to_string(m.rank) + " published buffer name '" +
+                                    name + "', not one of group " + segment_prefix_);
+      }
       StatusOr<ShmMapping> opened = ShmMapping::Open(name, SegmentBytes());
       if (!opened.ok()) {
         // A peer that died before we mapped it: report the group failure.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
@@ -76,7 +77,9 @@ StatusOr<ShmMapping> ShmMapping::Create(std::string_view name, size_t bytes) {
   ShmMapping unlinker(n, nullptr, 0, /*owner=*/true);
   // fchmod: the umask could have taken bits off, never added; be explicit.
   QR_SYS_RETURN_IF_ERROR(::fchmod(fd.get(), S_IRUSR | S_IWUSR));
-  QR_SYS_RETURN_IF_ERROR(::ftruncate(fd.get(), static_cast<off_t>(bytes)));
+  // Reserved, not just sized: tmpfs allocates on first touch, and a full
+  // /dev/shm would then kill us with SIGBUS instead of failing here.
+  QR_RETURN_IF_ERROR(ReserveShm(fd.get(), n, bytes));
   QR_ASSIGN_OR_RETURN(void* base, MapShared(fd.get(), bytes, n));
   unlinker.owner_ = false;
   return ShmMapping(std::move(n), base, bytes, /*owner=*/true);
@@ -89,12 +92,9 @@ StatusOr<ShmMapping> ShmMapping::Open(std::string_view name, size_t bytes) {
                         return ::shm_open(n.c_str(), O_RDWR | O_CLOEXEC, 0);
                       }));
   UniqueFd fd(raw);
-  struct stat st;
-  QR_SYS_RETURN_IF_ERROR(::fstat(fd.get(), &st));
-  if (static_cast<size_t>(st.st_size) < bytes) {
-    return InvalidArgumentError("shared memory " + n + " holds " + std::to_string(st.st_size) +
-                                " bytes, expected at least " + std::to_string(bytes));
-  }
+  // Ours, 0600 and large enough before it is mapped: a short object would
+  // fault (SIGBUS) on the first access past its end.
+  QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, bytes, /*exact=*/false));
   QR_ASSIGN_OR_RETURN(void* base, MapShared(fd.get(), bytes, n));
   return ShmMapping(std::move(n), base, bytes, /*owner=*/false);
 }

@@ -25,12 +25,16 @@ class ShmMapping {
   ~ShmMapping();  // unmaps; unlinks the name if this object created it
 
   // Creates `name` ("/..." as shm_open wants) exclusively with mode 0600,
-  // sized to `bytes` (zero-filled) and mapped read-write. Returns
-  // kAlreadyExists if the name is taken, kInvalidArgument for a bad name,
-  // kUnavailable when /dev/shm is full.
+  // its `bytes` reserved (posix_fallocate; zero-filled) and mapped
+  // read-write. Returns kAlreadyExists if the name is taken, kInvalidArgument
+  // for a bad name, kUnavailable "not enough shared memory: need N MiB in
+  // /dev/shm, M free" when it does not fit.
   [[nodiscard]] static StatusOr<ShmMapping> Create(std::string_view name, size_t bytes);
-  // Maps an existing object read-write; its size must be at least `bytes`.
-  // Returns kUnavailable if it does not exist, kInvalidArgument if too small.
+  // Maps an existing object read-write. kUnavailable if it does not exist,
+  // is not ours with mode 0600, or holds fewer than `bytes` (checked before
+  // mapping). A truncate by its owner after mapping still faults the mapper
+  // with SIGBUS on the next access: POSIX offers no way to prevent it, and
+  // only the same uid (a peer of the group) can do it.
   [[nodiscard]] static StatusOr<ShmMapping> Open(std::string_view name, size_t bytes);
 
   void* data() const { return base_; }

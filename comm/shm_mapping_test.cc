@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,11 +60,42 @@ TEST(ShmMappingTest, OpenMissingIsUnavailable) {
   EXPECT_THAT(ShmMapping::Open(UniqueName("missing"), 4096), StatusIs(StatusCode::kUnavailable));
 }
 
-TEST(ShmMappingTest, OpenTooSmallIsInvalidArgument) {
+TEST(ShmMappingTest, OpenTooSmallIsUnavailable) {
   const std::string name = UniqueName("small");
   ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 4096));
   EXPECT_THAT(ShmMapping::Open(name, 8192),
-              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("4096")));
+              StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("4096")));
+}
+
+// A peer's buffer that was truncated (or replaced) before we map it is
+// refused instead of faulting on first touch.
+TEST(ShmMappingTest, OpenRefusesATruncatedBuffer) {
+  const std::string name = UniqueName("trunc");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 8192));
+  int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 100), 0);
+  ::close(fd);
+  EXPECT_THAT(ShmMapping::Open(name, 8192),
+              StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("100 bytes")));
+}
+
+TEST(ShmMappingTest, OpenRefusesObjectsOthersCanWrite) {
+  const std::string name = UniqueName("mode666");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 4096));
+  ASSERT_EQ(::chmod(("/dev/shm" + name).c_str(), 0666), 0);
+  EXPECT_THAT(ShmMapping::Open(name, 4096),
+              StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("mode 0666")));
+}
+
+TEST(ShmMappingTest, CreateReservesThePages) {
+  const std::string name = UniqueName("reserve");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 1 << 20));
+  struct stat st;
+  ASSERT_EQ(::stat(("/dev/shm" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  // ftruncate alone leaves a sparse file (0 blocks); fallocate allocates.
+  EXPECT_GE(static_cast<int64_t>(st.st_blocks) * 512, int64_t{1} << 20);
 }
 
 TEST(ShmMappingTest, BadNamesAreRejected) {

@@ -45,12 +45,19 @@ std::string BrokerBinary() {
 
 StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::Connect(
     const std::string& socket_path) {
+  return Dial(socket_path, nullptr);
+}
+
+StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::Dial(const std::string& socket_path,
+                                                                   bool* nobody_listens) {
+  if (nobody_listens != nullptr) *nobody_listens = false;
   if (socket_path.size() > kMaxSocketPathBytes) {
     return InvalidArgumentError("socket path too long: " + socket_path);
   }
   QR_ASSIGN_OR_RETURN(
       int raw, SysCall("socket", [] { return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); }));
   UniqueFd fd(raw);
+  QR_RETURN_IF_ERROR(CheckRuntimeDirectory(socket_path, /*create=*/false));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
@@ -58,22 +65,39 @@ StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::Connect(
       [&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)); });
   if (rc != 0) {
     int err = errno;
+    if (nobody_listens != nullptr) *nobody_listens = err == ENOENT || err == ECONNREFUSED;
     return UnavailableError("no broker at " + socket_path + ": " + std::strerror(err));
+  }
+  // Whoever answers must be us: a broker of another uid could hand out its
+  // own segment, read our slot (a GPU IPC handle) and feed us its buffers.
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return ErrnoToStatus(errno, "SO_PEERCRED of " + socket_path);
+  }
+  if (cred.uid != ::geteuid()) {
+    return UnavailableError("refusing the broker at " + socket_path + ": it runs as uid " +
+                            std::to_string(cred.uid) + " (pid " + std::to_string(cred.pid) +
+                            "), not as us (uid " + std::to_string(::geteuid()) +
+                            "); set XDG_RUNTIME_DIR or QR_BROKER_SOCKET to a path of your own");
   }
   return std::unique_ptr<BrokerConnection>(new BrokerConnection(std::move(fd)));
 }
 
 StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::ConnectOrStart(
     const std::string& socket_path, bool autostart, Deadline deadline) {
-  auto conn = Connect(socket_path);
-  if (conn.ok() || !autostart || conn.status().code() != StatusCode::kUnavailable) return conn;
+  bool nobody_listens = false;
+  auto conn = Dial(socket_path, &nobody_listens);
+  // Only an empty socket path is ours to fill: a refused directory or a
+  // broker of another uid is reported, not raced.
+  if (conn.ok() || !autostart || !nobody_listens) return conn;
   Log().info("no broker at {}; starting one", socket_path);
   QR_RETURN_IF_ERROR(StartBroker(socket_path));
   auto pause = std::chrono::milliseconds(5);
   while (true) {
     std::this_thread::sleep_for(pause);
-    conn = Connect(socket_path);
-    if (conn.ok()) return conn;
+    conn = Dial(socket_path, &nobody_listens);
+    if (conn.ok() || !nobody_listens) return conn;
     if (std::chrono::steady_clock::now() >= deadline) {
       return UnavailableError("started a broker but none answered at " + socket_path +
                               " in time (see " + socket_path + ".log): " + conn.status().message());
@@ -92,8 +116,7 @@ Status StartBroker(const std::string& socket_path) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // The broker creates the socket's directory; the log lives beside the socket.
-  std::string dir = socket_path.substr(0, socket_path.rfind('/'));
-  if (!dir.empty()) ::mkdir(dir.c_str(), 0700);
+  QR_RETURN_IF_ERROR(CheckRuntimeDirectory(socket_path, /*create=*/true));
 
   int pipefd[2];
   QR_SYS_RETURN_IF_ERROR(::pipe2(pipefd, O_CLOEXEC));
@@ -105,7 +128,7 @@ Status StartBroker(const std::string& socket_path) {
     pid_t grandchild = ::fork();
     if (grandchild != 0) ::_exit(grandchild < 0 ? 1 : 0);
     int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     if (log_fd >= 0) {
       ::dup2(log_fd, 1);

@@ -30,7 +30,10 @@ using Deadline = std::chrono::steady_clock::time_point;
 class BrokerConnection {
  public:
   // One connection attempt. kUnavailable if no broker listens (the message
-  // says why: missing socket, refused, permission denied).
+  // says why: missing socket, refused, permission denied), if the default
+  // socket directory is not ours (ipc/names.h CheckRuntimeDirectory), or if
+  // the process that answers runs as another uid (SO_PEERCRED): a client
+  // never talks to a broker it cannot trust.
   [[nodiscard]] static StatusOr<std::unique_ptr<BrokerConnection>> Connect(
       const std::string& socket_path);
   // Connect; if nothing answers and `autostart`, start a broker (once) and
@@ -50,6 +53,10 @@ class BrokerConnection {
 
  private:
   explicit BrokerConnection(UniqueFd fd) : fd_(std::move(fd)) {}
+  // Connect; *nobody_listens (if not null) says whether the failure was an
+  // absent or dead socket (the one case autostart fixes).
+  static StatusOr<std::unique_ptr<BrokerConnection>> Dial(const std::string& socket_path,
+                                                          bool* nobody_listens);
   // Reads what is available (waiting up to timeout_ms; 0 = no wait).
   Status Fill(int timeout_ms);
   StatusOr<std::optional<Message>> TakeFrame();

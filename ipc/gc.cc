@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/shm_object.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 #include "ipc/names.h"
@@ -20,8 +21,6 @@
 
 namespace qr::ipc {
 namespace {
-
-constexpr const char* kShmDir = "/dev/shm";
 
 bool OlderThan(const std::string& name, std::chrono::seconds age) {
   struct stat st {};
@@ -47,14 +46,20 @@ const std::string* OwnerOf(const std::string& obj, const std::vector<std::string
   return best;
 }
 
-// Names ("/...") of shm objects starting with prefix ("/..."), sorted.
-std::vector<std::string> ListWithPrefix(const std::string& slash_prefix) {
+// Names ("/...") of shm objects starting with prefix ("/..."), sorted: ours
+// (TrustedShmStat) or, with `foreign`, those that are not. /dev/shm is
+// world-writable: another user's file under our prefix is never ours to
+// open, adopt or remove.
+std::vector<std::string> ListWithPrefix(const std::string& slash_prefix, bool foreign = false) {
   std::vector<std::string> out;
   std::string prefix = slash_prefix.substr(1);
   DIR* dir = ::opendir(kShmDir);
   if (dir == nullptr) return out;
   while (dirent* e = ::readdir(dir)) {
-    if (StartsWith(e->d_name, prefix)) out.push_back("/" + std::string(e->d_name));
+    if (!StartsWith(e->d_name, prefix)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (TrustedShmStat(st) != foreign) out.push_back("/" + std::string(e->d_name));
   }
   ::closedir(dir);
   std::sort(out.begin(), out.end());
@@ -134,6 +139,10 @@ Examined Examine(const std::string& name, uint32_t uid) {
 }
 
 }  // namespace
+
+std::vector<std::string> ListForeignObjects(uint32_t uid) {
+  return ListWithPrefix(UserPrefix(uid), /*foreign=*/true);
+}
 
 SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep) {
   SweepResult result;

@@ -39,8 +39,12 @@ struct SweepResult {
   std::vector<std::string> errors;   // objects that could not be examined or removed
 };
 
-// This uid's shm object names ("/quickreduce-<uid>-..."), sorted.
+// This uid's shm object names ("/quickreduce-<uid>-..."), sorted: only those
+// owned by our euid with mode 0600 (common/shm_object.h).
 std::vector<std::string> ListUserObjects(uint32_t uid);
+// Objects under that prefix that fail the check: planted by another user (or
+// changed since), ignored by the broker and gc, reported by qrctl status.
+std::vector<std::string> ListForeignObjects(uint32_t uid);
 
 // Sweeps this uid's objects as described above. Segments named in `keep` (the
 // broker's own) and their data objects are never touched. Never fails: what

@@ -151,6 +151,7 @@ Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline
     }
     if (std::get_if<ReadyNotice>(&*msg) != nullptr) {
       ready_ = true;
+      StartWatchdog();
       return OkStatus();
     }
     if (auto* f = std::get_if<GroupFailedNotice>(&*msg)) {
@@ -244,6 +245,10 @@ Status GroupMembership::Check() {
           ReadField(segment_->slot(r)->abort_reason, sizeof(MemberSlot::abort_reason)));
       if (!why.empty()) reason = "rank " + std::to_string(r) + " aborted: " + why;
     }
+    if (reason.empty()) {
+      std::lock_guard<std::mutex> lock(watchdog_mu_);
+      reason = watchdog_reason_;
+    }
     if (reason.empty()) reason = word == kAbortMemberDied ? "a member died" : "a member aborted";
     failure_ = PeerFailedError("group " + group_ + " failed: " + reason);
     return failure_;
@@ -284,7 +289,46 @@ void GroupMembership::CountOp(int counter, uint64_t bytes) {
   __atomic_store_n(&slot->last_progress_unix_ms, NowUnixMs(), __ATOMIC_RELAXED);
 }
 
+void GroupMembership::StartWatchdog() {
+  if (watchdog_.joinable()) return;
+  watchdog_ = std::thread([this] { WatchPeers(); });
+}
+
+void GroupMembership::StopWatchdog() {
+  if (!watchdog_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_stop_ = true;
+  }
+  watchdog_cv_.notify_all();
+  watchdog_.join();
+}
+
+void GroupMembership::WatchPeers() {
+  // Only segment_'s const lock tests and its shared words are used here; the
+  // segment outlives this thread (StopWatchdog runs before it is unmapped).
+  const GroupSegment& seg = *segment_;
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  while (!watchdog_cv_.wait_for(lock, kWatchdogPeriod, [this] { return watchdog_stop_; })) {
+    if (LoadAcquire(seg.abort_word()) != kAbortNone) return;  // already failing
+    for (int r = 0; r < world_size_; ++r) {
+      if (r == rank_ || seg.SlotHeld(r)) continue;
+      // A member sets `left` before it drops its lock: no lock and no flag
+      // means it died.
+      const MemberSlot* slot = seg.slot(r);
+      if (LoadAcquire(&slot->left) != 0) continue;
+      watchdog_reason_ = "rank " + std::to_string(r) + " (pid " + std::to_string(slot->pid) +
+                         ") died (its slot lock was released without leaving)";
+      uint32_t expected = kAbortNone;
+      __atomic_compare_exchange_n(seg.abort_word(), &expected, kAbortMemberDied, false,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+      return;
+    }
+  }
+}
+
 Status GroupMembership::Leave() {
+  StopWatchdog();
   if (left_) {
     segment_.reset();
     conn_.reset();

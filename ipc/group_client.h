@@ -21,6 +21,14 @@
 // abort word and tells the survivors. A broker restart does not disturb a READY
 // group: the abort word lives in shared memory, not in the connection.
 //
+// Watchdog. From READY until Leave a thread of each member tests the peers'
+// slot locks every kWatchdogPeriod (F_OFD_GETLK; the kernel drops a dead
+// process's lock at once). A peer whose lock is gone without its `left` flag
+// has died: the watchdog raises the abort word (kAbortMemberDied), so every
+// wait of either backend stops within a few ms, with or without a broker
+// (the broker sees a death by its connection; after a broker restart, or with
+// none at all, only the locks tell).
+//
 // Data objects. Shared-memory objects a member creates for its data (the host
 // backend's receive buffers) must be named `<segment_name()>-<suffix>`, with
 // suffix in [A-Za-z0-9._-]. When the group ends (all members left or died),
@@ -33,8 +41,11 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
@@ -53,6 +64,7 @@ enum class BlobKind : uint32_t {
 };
 
 inline constexpr size_t kBlobBytes = 64;
+inline constexpr std::chrono::milliseconds kWatchdogPeriod{10};
 // device_id of host-backend members: exempt from the same-device check.
 inline constexpr std::string_view kDeviceHost = "host";
 // What is counted per member for qrctl: two-shot calls per codec, indexed by
@@ -179,6 +191,9 @@ class GroupMembership {
   Status WaitReady(std::chrono::steady_clock::time_point deadline);
   Status MissingRanksTimeout() const;
   void PollBroker();
+  void StartWatchdog();
+  void StopWatchdog();
+  void WatchPeers();
 
   std::unique_ptr<BrokerConnection> conn_;
   std::unique_ptr<GroupSegment> segment_;
@@ -194,6 +209,12 @@ class GroupMembership {
   bool left_ = false;
   bool broker_gone_ = false;
   Status failure_;  // sticky
+
+  std::thread watchdog_;
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;     // guarded by watchdog_mu_
+  std::string watchdog_reason_;    // guarded by watchdog_mu_; set once a peer died
 };
 
 }  // namespace qr::ipc

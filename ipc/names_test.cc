@@ -52,22 +52,43 @@ TEST(NamesTest, DeviceIdsArePrintable) {
 }
 
 TEST(NamesTest, SegmentNamesFollowTheScheme) {
-  EXPECT_EQ(SegmentName(1000, "tp0", 7), "/quickreduce-1000-tp0-7");
+  EXPECT_EQ(SegmentName(1000, "tp0", 7, 0xabcdef12345ull), "/quickreduce-1000-tp0-7-00000abcdef12345");
   EXPECT_EQ(UserPrefix(0), "/quickreduce-0-");
 }
 
-TEST(NamesTest, EverySegmentNameFitsItsLimits) {
-  // Any accepted group name at any generation, for any uid: the segment name
-  // validates and a data object named after it fits a file name.
-  std::string longest = SegmentName(4294967295u, std::string(kMaxNameBytes, 'g'), ~uint64_t{0});
-  EXPECT_OK(ValidateSegmentName(longest));
-  EXPECT_LE(longest.size() - 1 + 1 + kMaxNameBytes, 255u);
-  EXPECT_OK(ValidateSegmentName(SegmentName(0, std::string(47, 'g'), 10)));
-  EXPECT_THAT(ValidateSegmentName("quickreduce-0-g-1"), StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(ValidateSegmentName("/"), StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(ValidateSegmentName("/a/b"), StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(ValidateSegmentName("/" + std::string(kMaxSegmentNameBytes, 'x')),
-              StatusIs(StatusCode::kInvalidArgument));
+TEST(NamesTest, SegmentNamesParseBack) {
+  auto parts = ParseSegmentName(SegmentName(7, "a-1-b-2", 10, ~0ull));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->uid, 7u);
+  EXPECT_EQ(parts->group, "a-1-b-2");
+  EXPECT_EQ(parts->generation, 10u);
+  EXPECT_EQ(parts->nonce, ~0ull);
+  for (const char* bad :
+       {"/quickreduce-7-a-1", "/quickreduce-7-a-1-00000000000000zz", "/quickreduce-x-a-1-0000000000000000",
+        "/quickreduce-7--1-0000000000000000", "/quickreduce-7-a-01-0000000000000000",
+        "/quickreduce-7-a-1-0000000000000000-host0", "quickreduce-7-a-1-0000000000000000"}) {
+    EXPECT_FALSE(ParseSegmentName(bad).has_value()) << bad;
+  }
+}
+
+// The name limits that used to bite (63 bytes after the slash in JOIN_OK)
+// are gone: the longest group at the largest uid and generation, with the
+// longest data suffix, is still a valid shm name.
+TEST(NamesTest, EveryValidGroupFitsAtEveryGeneration) {
+  const std::string group(kMaxNameBytes, 'g');
+  const std::string seg = SegmentName(UINT32_MAX, group, UINT64_MAX, UINT64_MAX);
+  EXPECT_EQ(seg.size(), kMaxSegmentNameBytes);
+  EXPECT_OK(ValidateShmName(seg));
+  EXPECT_OK(ValidateShmName(seg + "-" + std::string(kMaxNameBytes, 's')));
+  EXPECT_THAT(ValidateShmName("/" + std::string(256, 'x')), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateShmName("/a/b"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateShmName("noslash"), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(NamesTest, NoncesAreRandom) {
+  ASSERT_OK_AND_ASSIGN(uint64_t a, RandomNonce());
+  ASSERT_OK_AND_ASSIGN(uint64_t b, RandomNonce());
+  EXPECT_NE(a, b);
 }
 
 TEST(NamesTest, SocketPathPrecedence) {

@@ -5,29 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/interprocess/exceptions.hpp>
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/permissions.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <chrono>
 #include <cstring>
 
+#include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "ipc/names.h"
 
 namespace qr::ipc {
-namespace bip = boost::interprocess;
 
-namespace {
-
-Status FromBoost(const bip::interprocess_exception& e, std::string_view what) {
-  int err = e.get_native_error();
-  if (err != 0) return ErrnoToStatus(err, what);
-  return InternalError(std::string(what) + ": " + e.what());
-}
-
-}  // namespace
 
 const char* GroupStateName(uint32_t state) {
   switch (static_cast<GroupState>(state)) {
@@ -57,26 +44,17 @@ std::string ReadField(const char* src, size_t src_bytes) {
   return std::string(src, strnlen(src, src_bytes));
 }
 
-GroupSegment::GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base,
-                           int world_size, UniqueFd fd)
+GroupSegment::GroupSegment(std::string name, void* base, size_t mapped_bytes, int world_size,
+                           UniqueFd fd)
     : name_(std::move(name)),
       fd_(std::move(fd)),
-      mapping_(std::move(mapping)),
       base_(base),
+      mapped_bytes_(mapped_bytes),
       world_size_(world_size) {}
 
-namespace {
-
-// A second descriptor of the object, for the record locks (Boost keeps its
-// own private).
-StatusOr<UniqueFd> OpenForLocks(const std::string& name) {
-  QR_ASSIGN_OR_RETURN(int fd, SysCall("shm_open " + name, [&] {
-                        return ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-                      }));
-  return UniqueFd(fd);
+GroupSegment::~GroupSegment() {
+  if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
 }
-
-}  // namespace
 
 Status GroupSegment::Lock(off_t offset, const char* what) {
   struct flock fl {};
@@ -121,27 +99,29 @@ bool GroupSegment::InUse() const {
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
   QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
+  QR_RETURN_IF_ERROR(ValidateShmName(p.name));
   const size_t bytes = SegmentBytes(p.world_size);
-  std::shared_ptr<bip::mapped_region> region;
-  try {
-    bip::permissions perm(0600);
-    bip::shared_memory_object shm(bip::create_only, p.name.c_str(), bip::read_write, perm);
-    try {
-      shm.truncate(static_cast<bip::offset_t>(bytes));
-      region = std::make_shared<bip::mapped_region>(shm, bip::read_write, 0, bytes);
-    } catch (const bip::interprocess_exception& e) {
-      bip::shared_memory_object::remove(p.name.c_str());
-      return FromBoost(e, "sizing shared memory " + p.name);
-    }
-  } catch (const bip::interprocess_exception& e) {
-    return FromBoost(e, "creating shared memory " + p.name);
+  QR_ASSIGN_OR_RETURN(int raw, SysCall("creating shared memory " + p.name, [&] {
+                        return ::shm_open(p.name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+                                          S_IRUSR | S_IWUSR);
+                      }));
+  UniqueFd fd(raw);
+  // From here on the name is ours: remove it if anything below fails.
+  auto fail = [&](Status s) {
+    ::shm_unlink(p.name.c_str());
+    return s;
+  };
+  // The umask can only take bits off; be explicit all the same.
+  if (::fchmod(fd.get(), S_IRUSR | S_IWUSR) != 0) {
+    return fail(ErrnoToStatus(errno, "fchmod " + p.name));
   }
-  auto fd = OpenForLocks(p.name);
-  if (!fd.ok()) {
-    bip::shared_memory_object::remove(p.name.c_str());
-    return fd.status();
-  }
-  void* base = region->get_address();
+  // Reserved, not just sized: a full /dev/shm fails here, not with SIGBUS below.
+  Status reserved = ReserveShm(fd.get(), p.name, bytes);
+  if (!reserved.ok()) return fail(reserved);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap " + p.name));
+  std::unique_ptr<GroupSegment> seg(
+      new GroupSegment(p.name, base, bytes, p.world_size, std::move(fd)));
   std::memset(base, 0, bytes);
   auto* h = static_cast<SegmentHeader*>(base);
   h->layout_version = kLayoutVersion;
@@ -154,34 +134,32 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   h->created_unix_ms = NowUnixMs();
   CopyField(h->group, sizeof(h->group), p.group);
   CopyField(h->socket_path, sizeof(h->socket_path), p.socket_path);
-  std::unique_ptr<GroupSegment> seg(
-      new GroupSegment(p.name, std::move(region), base, p.world_size, std::move(*fd)));
   // Locked before the magic is visible, so no sweep ever sees it unowned.
   Status locked = seg->LockBroker();
-  if (!locked.ok()) {
-    bip::shared_memory_object::remove(p.name.c_str());
-    return locked;
-  }
+  if (!locked.ok()) return fail(locked);
   StoreRelease(&h->magic, kSegmentMagic);
   return seg;
 }
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name) {
   std::string n(name);
-  std::shared_ptr<bip::mapped_region> region;
-  try {
-    bip::shared_memory_object shm(bip::open_only, n.c_str(), bip::read_write);
-    bip::offset_t size = 0;
-    if (!shm.get_size(size) || size < static_cast<bip::offset_t>(SegmentBytes(2))) {
-      return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
-                                  std::to_string(size) + ")");
-    }
-    region =
-        std::make_shared<bip::mapped_region>(shm, bip::read_write, 0, static_cast<size_t>(size));
-  } catch (const bip::interprocess_exception& e) {
-    return FromBoost(e, "opening shared memory " + n);
+  QR_RETURN_IF_ERROR(ValidateShmName(n));
+  // glibc's shm_open adds O_NOFOLLOW.
+  QR_ASSIGN_OR_RETURN(int raw, SysCall("opening shared memory " + n, [&] {
+                        return ::shm_open(n.c_str(), O_RDWR | O_CLOEXEC, 0);
+                      }));
+  UniqueFd fd(raw);
+  // Only our own 0600 objects: /dev/shm is world-writable, and another user's
+  // object under one of our names must never be read, written or adopted.
+  size_t size = 0;
+  QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, SegmentBytes(2), /*exact=*/false, &size));
+  if (size > SegmentBytes(kMaxRanks)) {
+    return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
+                                std::to_string(size) + ")");
   }
-  void* base = region->get_address();
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) return ErrnoToStatus(errno, "mmap " + n);
+  std::unique_ptr<GroupSegment> seg(new GroupSegment(n, base, size, 0, std::move(fd)));
   auto* h = static_cast<SegmentHeader*>(base);
   if (LoadAcquire(&h->magic) != kSegmentMagic) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (bad magic)");
@@ -191,12 +169,13 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
                                 ", this build reads " + std::to_string(kLayoutVersion));
   }
   int ws = static_cast<int>(h->world_size);
-  if (!ValidateWorldSize(ws).ok() || region->get_size() < SegmentBytes(ws)) {
-    return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws));
+  // A segment is exactly SegmentBytes(ws).
+  if (!ValidateWorldSize(ws).ok() || size != SegmentBytes(ws)) {
+    return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws) +
+                                " for its " + std::to_string(size) + " bytes");
   }
-  QR_ASSIGN_OR_RETURN(UniqueFd fd, OpenForLocks(n));
-  return std::unique_ptr<GroupSegment>(
-      new GroupSegment(n, std::move(region), base, ws, std::move(fd)));
+  seg->world_size_ = ws;
+  return seg;
 }
 
 Status GroupSegment::Remove(std::string_view name) {

@@ -1,5 +1,5 @@
 // The group segment: one POSIX shared-memory object per group generation,
-// `/quickreduce-<uid>-<group>-<generation>` (mode 0600, Boost.Interprocess).
+// `/quickreduce-<uid>-<group>-<generation>-<nonce>` (ipc/names.h), mode 0600.
 //
 // Layout (layout version 1, all integers little-endian, offsets fixed):
 //   [0, 4096)        SegmentHeader, written only by the broker.
@@ -127,16 +127,21 @@ class GroupSegment {
     std::string socket_path;  // of the creating broker; only it (or its successor) adopts
   };
   // Creates the object exclusively (kAlreadyExists if the name is taken),
-  // sizes, maps and initialises it, holding the broker lock (the creator is
-  // the managing broker). kUnavailable when /dev/shm is full.
+  // reserves its pages (posix_fallocate), maps and initialises it, holding
+  // the broker lock (the creator is the managing broker). kUnavailable "not
+  // enough shared memory ..." when /dev/shm is full.
   [[nodiscard]] static StatusOr<std::unique_ptr<GroupSegment>> Create(const CreateParams& p);
-  // Maps an existing segment. kUnavailable if it does not exist,
-  // kInvalidArgument if it is not a valid layout-version-1 segment.
+  // Maps an existing segment. kUnavailable if it does not exist or is not
+  // ours (another owner, a mode other than 0600, too small: see
+  // common/shm_object.h), kInvalidArgument if it is not a valid
+  // layout-version-1 segment. The size is checked before mapping; an owner
+  // that truncates the object after that can still fault every mapper
+  // (SIGBUS): nothing in POSIX prevents it, only the same uid can do it.
   [[nodiscard]] static StatusOr<std::unique_ptr<GroupSegment>> Open(std::string_view name);
   // Unlinks a shm object by name; OK if it did not exist.
   [[nodiscard]] static Status Remove(std::string_view name);
 
-  ~GroupSegment() = default;
+  ~GroupSegment();
   GroupSegment(const GroupSegment&) = delete;
   GroupSegment& operator=(const GroupSegment&) = delete;
 
@@ -164,15 +169,14 @@ class GroupSegment {
   bool InUse() const;
 
  private:
-  GroupSegment(std::string name, std::shared_ptr<void> mapping, void* base, int world_size,
-               UniqueFd fd);
+  GroupSegment(std::string name, void* base, size_t mapped_bytes, int world_size, UniqueFd fd);
   Status Lock(off_t offset, const char* what);
   bool Held(off_t offset) const;
 
   std::string name_;
-  UniqueFd fd_;                    // for the record locks; closed (dropping them) on destruction
-  std::shared_ptr<void> mapping_;  // owns the Boost mapped_region
+  UniqueFd fd_;  // for the record locks; closed (dropping them) on destruction
   void* base_;
+  size_t mapped_bytes_;
   int world_size_;
 };
 

@@ -38,7 +38,7 @@ GroupSegment::CreateParams Params(const std::string& group, uint64_t gen,
                                   uint32_t uid = ::getuid()) {
   GroupSegment::CreateParams p;
   p.group = group;
-  p.name = SegmentName(uid, group, gen);
+  p.name = SegmentName(uid, group, gen, 0x0123456789abcdefull + gen);
   p.world_size = 4;
   p.generation = gen;
   p.buffer_bytes = 4096;

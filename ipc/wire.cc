@@ -111,7 +111,8 @@ Status ValidateText(std::string_view what, const std::string& s) {
 }
 
 Status ValidateJoinOk(const JoinOk& m) {
-  QR_RETURN_IF_ERROR(ValidateSegmentName(m.segment_name));
+  // Any name shm_open takes: segment names grew a nonce and exceed 63 bytes.
+  QR_RETURN_IF_ERROR(ValidateShmName(m.segment_name));
   if (m.rank >= 8) return InvalidArgumentError("rank out of range");
   if (m.broker_pid <= 0) return InvalidArgumentError("bad broker pid");
   return OkStatus();
@@ -267,7 +268,7 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
       break;
     case MessageType::kJoinOk: {
       JoinOk m;
-      QR_RETURN_IF_ERROR(r.Str16(&m.segment_name, kMaxSegmentNameBytes));
+      QR_RETURN_IF_ERROR(r.Str16(&m.segment_name, kMaxShmNameBytes));
       QR_RETURN_IF_ERROR(r.U64(&m.generation));
       QR_RETURN_IF_ERROR(r.U32(&m.rank));
       QR_RETURN_IF_ERROR(r.I32(&m.broker_pid));

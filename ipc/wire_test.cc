@@ -211,13 +211,14 @@ TEST(WireTest, ErrorReplyForEchoedTextAlwaysEncodes) {
 TEST(WireTest, JoinOkCarriesTheLongestSegmentNames) {
   // The longest uid, group name and generation: 63-byte names at any
   // generation must reach the client.
-  JoinOk ok{SegmentName(4294967294u, std::string(63, 'g'), ~uint64_t{0}), ~uint64_t{0}, 7, 1};
+  JoinOk ok{SegmentName(4294967294u, std::string(63, 'g'), ~uint64_t{0}, ~uint64_t{0}),
+            ~uint64_t{0}, 7, 1};
   ASSERT_OK_AND_ASSIGN(auto frame, EncodeFrame(ok));
   size_t consumed = 0;
   ASSERT_OK_AND_ASSIGN(auto back, TryDecodeFrame(frame.data(), frame.size(), &consumed));
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(std::get<JoinOk>(*back), ok);
-  ok.segment_name = "/" + std::string(kMaxSegmentNameBytes, 'x');
+  ok.segment_name = "/" + std::string(kMaxShmNameBytes, 'x');
   EXPECT_THAT(EncodeFrame(ok), StatusIs(StatusCode::kInvalidArgument));
 }
 

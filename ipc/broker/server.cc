@@ -377,30 +377,10 @@ StatusOr<std::unique_ptr<Server>> Server::Start(asio::io_context& io, ServerOpti
 
 Status Server::Listen() {
   const std::string& path = options_.socket_path;
-  // "broker.sock" lives in the working directory: no directory to make.
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
-  if (!dir.empty()) {
-    if (::mkdir(dir.c_str(), 0700) == 0) {
-      spdlog::info("created {}", dir);
-    } else if (errno != EEXIST) {
-      return ErrnoToStatus(errno, "mkdir " + dir);
-    }
-    // The default directory is ours alone; a directory of another user there
-    // could let them replace our socket.
-    if (path == ipc::DefaultSocketPath()) {
-      struct stat st {};
-      QR_SYS_RETURN_IF_ERROR(::stat(dir.c_str(), &st));
-      if (st.st_uid != ::getuid()) {
-        return UnavailableError(dir + " belongs to uid " + std::to_string(st.st_uid) +
-                                ", not to us; remove it");
-      }
-      QR_SYS_RETURN_IF_ERROR(::chmod(dir.c_str(), 0700));
-    }
-  }
+  QR_RETURN_IF_ERROR(ipc::CheckRuntimeDirectory(path, /*create=*/true));
   std::string lock_path = ipc::LockPathFor(path);
   QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + lock_path, [&] {
-                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
                       }));
   lock_fd_.reset(raw);
   if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
@@ -475,8 +455,9 @@ void Server::Adopt() {
     g->buffer_bytes = h->buffer_bytes;
     g->adopted = true;
     g->members.resize(static_cast<size_t>(g->world_size));
-    if (ipc::SegmentName(::getuid(), g->name, g->generation) != name ||
-        groups_.count(g->name) != 0) {
+    auto parts = ipc::ParseSegmentName(name);
+    if (!parts.has_value() || parts->uid != ::getuid() || parts->group != g->name ||
+        parts->generation != g->generation || groups_.count(g->name) != 0) {
       continue;  // not a name this broker could have made
     }
     uint64_t& last = last_generation_[g->name];
@@ -864,8 +845,13 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
     Status last_error;
     for (int attempt = 0; attempt < 1000; ++attempt) {
       ++gen;
+      auto nonce = ipc::RandomNonce();
+      if (!nonce.ok()) {
+        last_error = nonce.status();
+        break;
+      }
       ipc::GroupSegment::CreateParams p;
-      p.name = ipc::SegmentName(::getuid(), req.group, gen);
+      p.name = ipc::SegmentName(::getuid(), req.group, gen, *nonce);
       p.group = req.group;
       p.world_size = ws;
       p.generation = gen;
@@ -1177,11 +1163,24 @@ std::string Server::BuildStatusJson() {
                                         "processes"},
                         {"remedy", "run `qrctl gc`"}});
   }
-  if (!stale.unknown.empty() || !stale.foreign.empty()) {
+  if (!stale.unknown.empty()) {
     json other = json::array();
     for (const auto& n : stale.unknown) other.push_back(Clean(n));
-    for (const auto& n : stale.foreign) other.push_back(Clean(n));
     doc["other_objects"] = other;
+  }
+  std::vector<std::string> foreign = ipc::ListForeignObjects(::getuid());
+  json foreign_names = json::array();
+  for (const auto& n : foreign) foreign_names.push_back(Clean(n));  // anyone can name these
+  doc["foreign_objects"] = foreign_names;
+  if (!foreign.empty()) {
+    problems.push_back({{"severity", "warning"},
+                        {"group", nullptr},
+                        {"message", std::to_string(foreign.size()) +
+                                        " objects in /dev/shm carry this user's prefix but are "
+                                        "not ours (another owner or not mode 0600); they are "
+                                        "ignored, never opened"},
+                        {"remedy", "ask root to remove them (ls -l /dev/shm/" +
+                                       ipc::UserPrefix(::getuid()).substr(1) + "*)"}});
   }
   doc["problems"] = problems;
   // Every string above is clean; replacing is the backstop that keeps a

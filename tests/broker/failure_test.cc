@@ -287,7 +287,7 @@ TEST_F(FailureTest, SigtermStopsCleanlyAndLeavesGroupsRunning) {
 TEST_F(FailureTest, StartRemovesStaleSegmentsAndTheirDataObjects) {
   broker_->Signal(SIGTERM);
   std::string group = UniqueGroup("stale");
-  std::string name = ipc::SegmentName(::getuid(), group, 3);
+  std::string name = ipc::SegmentName(::getuid(), group, 3, 0x5eed);
   // A "broker" that died right after creating the segment, and a member's
   // data object.
   pid_t creator = ForkChild([&] {

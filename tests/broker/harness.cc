@@ -256,7 +256,7 @@ StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
 ipc::GroupSegment::CreateParams OtherBrokerSegment(const std::string& group,
                                                    const std::string& other_socket) {
   ipc::GroupSegment::CreateParams p;
-  p.name = ipc::SegmentName(::getuid(), group, 1);
+  p.name = ipc::SegmentName(::getuid(), group, 1, std::random_device()());
   p.group = group;
   p.world_size = 2;
   p.generation = 1;

@@ -170,8 +170,8 @@ TEST_F(QrctlTest, GcRemovesDeadOwnersObjectsAndStaleSockets) {
   // sweep only their own uid's objects, so nothing races this test.
   const uint32_t uid = 3000000000u + static_cast<uint32_t>(std::random_device()() % 100000000u);
   std::string dead_group = UniqueGroup("dead");
-  std::string name = ipc::SegmentName(uid, dead_group, 1);
-  std::string live = ipc::SegmentName(uid, dead_group + "-live", 1);
+  std::string name = ipc::SegmentName(uid, dead_group, 1, 0xdead);
+  std::string live = ipc::SegmentName(uid, dead_group + "-live", 1, 0x11fe);
   // A segment whose broker and members are dead, with a data object, and a
   // live one (its creator is still running) with its own.
   pid_t creator = ForkChild([&] {

@@ -92,8 +92,12 @@ void OnThreads(int n, const std::function<void(int)>& fn) {
 
 class LifecycleTest : public E2eTest {};
 
-TEST_F(LifecycleTest, TenThousandJoinLeaveCyclesLeakNothing) {
-  constexpr int kCycles = 10000;
+// 1000 cycles: each host-backend join reserves its 20 MiB buffer with
+// posix_fallocate (30-100 ms on a loaded 2-core VM), and a leak of one fd, one
+// mapping or 8 KiB per cycle shows well before that. The 10 000-cycle figures
+// are docs/broker.md's, measured outside CI.
+TEST_F(LifecycleTest, AThousandJoinLeaveCyclesLeakNothing) {
+  constexpr int kCycles = 1000;
   constexpr int kWarmup = 50;
   const std::string group = UniqueGroup("cycles");
   Barrier barrier(2);
