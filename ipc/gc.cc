@@ -147,8 +147,9 @@ std::vector<std::string> ListForeignObjects(uint32_t uid) {
 SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep) {
   SweepResult result;
   std::vector<std::string> objects = ListUserObjects(uid);
-  // Every name that may own data objects: data whose owner is in doubt stays.
-  std::vector<std::string> owners, stale_segments, data;
+  // Every name that may own data objects: data whose owner is in doubt stays,
+  // including the data of an object that is not ours to examine.
+  std::vector<std::string> owners = ListForeignObjects(uid), stale_segments, data;
   for (const std::string& name : objects) {
     Examined e = Examine(name, uid);
     switch (e.kind) {
