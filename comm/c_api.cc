@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 
+#include "comm/c_api_internal.h"
 #include "comm/communicator.h"
 #include "comm/config.h"
 #include "comm/quickreduce.h"
@@ -50,6 +51,14 @@ qr::Status NullComm(const char* fn) {
 }
 
 }  // namespace
+
+namespace qr::internal {
+
+qr_status RecordCStatus(const Status& s) { return Record(s); }
+
+const Communicator& CommunicatorOf(const qr_comm* c) { return *c->impl; }
+
+}  // namespace qr::internal
 
 extern "C" {
 

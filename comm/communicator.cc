@@ -47,6 +47,14 @@ struct Communicator::Impl {
     return s;
   }
 
+  // Never blocks: the sticky error, the backend's own failure word (a GPU
+  // kernel that gave up since the last call) and the abort word say whether
+  // the group is healthy.
+  bool Healthy() const {
+    return !left && sticky.ok() && backend->Healthy() &&
+           __atomic_load_n(group->abort_word(), __ATOMIC_ACQUIRE) == 0;
+  }
+
   Status Run(const void* in, void* out, size_t count, DType dtype, Regime regime, bool cast,
              bool apply_threshold, void* stream);
 };
@@ -192,12 +200,16 @@ const Config& Communicator::config() const { return impl_->config; }
 uint64_t Communicator::generation() const { return impl_->left ? 0 : impl_->group->generation(); }
 
 bool Communicator::ShouldAllReduce(size_t bytes, DType dtype) const {
-  // Never blocks: the sticky error, the backend's own failure word (a GPU
-  // kernel that gave up since the last call) and the abort word say whether
-  // the group is healthy.
-  const bool healthy = !impl_->left && impl_->sticky.ok() && impl_->backend->Healthy() &&
-                       __atomic_load_n(impl_->group->abort_word(), __ATOMIC_ACQUIRE) == 0;
-  return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size, healthy);
+  return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size,
+                             impl_->Healthy());
+}
+
+bool Communicator::ShouldAllReduce(size_t bytes, DType dtype, Regime regime,
+                                   bool cast_bf16_to_fp16) const {
+  Config forced = impl_->config;
+  forced.regime = regime;
+  forced.cast_bf16_to_fp16 = cast_bf16_to_fp16;
+  return qr::ShouldAllReduce(forced, bytes, dtype, impl_->options.world_size, impl_->Healthy());
 }
 
 Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype, void* stream) {

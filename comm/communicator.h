@@ -59,6 +59,9 @@ class Communicator {
 
   // The policy for the configured regime (comm/policy.h) and group health.
   bool ShouldAllReduce(size_t bytes, DType dtype) const;
+  // The same rule for `regime` and cast (the bf16 min-size row) in place of
+  // the configured ones: what the forced-regime AllReduce is eligible for.
+  bool ShouldAllReduce(size_t bytes, DType dtype, Regime regime, bool cast_bf16_to_fp16) const;
 
   // All-reduce with the configured regime; FP below the quantization
   // threshold. kUnsupported when the configured regime is NONE. Both

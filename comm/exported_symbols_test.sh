@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # libquickreduce.so must export the C ABI and nothing else: every defined
-# dynamic symbol is qr_*, and the contract's functions are all there.
+# global dynamic symbol is qr_*, and the contract's functions are all there.
+# (Header-only spdlog leaves LOCAL TLS entries in .dynsym for its own TLS
+# relocations; they bind to nothing outside the library.)
 set -euo pipefail
 lib="$1"
-defined=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
+defined=$(readelf --dyn-syms -W "$lib" |
+  awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK" || $5 == "UNIQUE") {print $8}' |
+  sed 's/@.*//' | sort -u)
 others=$(echo "$defined" | grep -v '^qr_' || true)
 if [[ -n "$others" ]]; then
   echo "exported symbols outside the C ABI:" >&2
@@ -11,10 +15,17 @@ if [[ -n "$others" ]]; then
   exit 1
 fi
 for sym in qr_join qr_should_all_reduce qr_all_reduce qr_all_reduce_ex qr_check qr_leave \
-           qr_last_error qr_status_name qr_abort; do
+           qr_last_error qr_status_name qr_abort qr_comm_rank qr_comm_world_size \
+           qr_version qr_config_json qr_should_all_reduce_ex qr_reference_all_reduce \
+           qr_reference_check_bound; do
   if ! echo "$defined" | grep -qx "$sym"; then
     echo "missing export: $sym" >&2
     exit 1
   fi
 done
+# The library must load where Debian's spdlog and fmt are not installed.
+if readelf -d "$lib" | grep -E 'NEEDED.*(spdlog|fmt)'; then
+  echo "libquickreduce.so needs spdlog/fmt shared libraries" >&2
+  exit 1
+fi
 echo "exported: $(echo "$defined" | tr '\n' ' ')"

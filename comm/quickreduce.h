@@ -128,6 +128,59 @@ qr_status qr_abort(qr_comm* c, const char* reason);
 int qr_comm_rank(const qr_comm* c);
 int qr_comm_world_size(const qr_comm* c);
 
+/* --- Introspection and the host reference (for the Python package and other
+ * FFI users). Additions beyond the fixed contract. --- */
+
+/* The library's version ("MAJOR.MINOR.PATCH"); static storage. */
+const char* qr_version(void);
+
+/* The effective configuration as one JSON object: c's (read at its join), or,
+ * for c == NULL, the environment's now as the host backend reads it. Keys:
+ * version, platform ("host", "NVIDIA", "AMD"), regime ("FP".."NONE"),
+ * cast_bf16_to_fp16, max_size_bytes, min_size_bytes_override,
+ * quantization_min_size_bytes, one_shot_max_bytes (null when unset),
+ * op_timeout_ms, allow_shared_device, and per world size ("2", "4", "8"; only c's with c) the
+ * derived one_shot_ceiling_bytes and min_size_bytes {"fp16", "bf16"} (null:
+ * never eligible). Valid until this thread's next qr_* call. NULL on an
+ * invalid environment (the reason in qr_last_error). */
+const char* qr_config_json(const qr_comm* c);
+
+/* qr_should_all_reduce's rule for `regime` and `cast_bf16_to_fp16` (0 or not;
+ * it picks the bf16 min-size row) instead of the configured ones: what
+ * qr_all_reduce_ex(c, ..., regime, cast, ...) would be eligible for. 0 for
+ * c == NULL or values out of range. */
+int qr_should_all_reduce_ex(const qr_comm* c, size_t bytes, qr_dtype dtype, qr_regime regime,
+                            int cast_bf16_to_fp16);
+
+/* As a regime argument of the reference functions below: the configured
+ * regime, cast and FP threshold, as qr_all_reduce applies them. */
+#define QR_REGIME_CONFIGURED ((qr_regime)-1)
+
+/* The library's host reference of exactly the call a group of `world_size`
+ * ranks would run for qr_all_reduce_ex(..., count, dtype, regime,
+ * cast_bf16_to_fp16, ...) (or qr_all_reduce for QR_REGIME_CONFIGURED): the
+ * same validation, one-shot or two-shot by the same policy, the same codec,
+ * with the configuration read from the environment now as the host backend
+ * reads it (the same bits as a GPU group on NVIDIA; on AMD, whose default
+ * casts bf16 to fp16, pass the cast explicitly). inputs[r] holds
+ * rank r's count values; the result (the same bits on every rank) goes to
+ * output, which may equal an input. Synchronous, allocates world_size * count
+ * values of scratch. Returns qr_all_reduce_ex's argument errors
+ * (QR_INVALID_ARGUMENT, QR_UNSUPPORTED). */
+qr_status qr_reference_all_reduce(const void* const* inputs, int world_size, size_t count,
+                                  qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
+                                  void* output);
+
+/* Checks `output` of that call against the documented per-element error bound
+ * of the algorithm and codec the call runs with (docs/codecs.md): writes the
+ * largest |error| / bound to *max_ratio (<= 1 within the bound) and the
+ * number of elements above the bound to *violations (elements of blocks that
+ * hold inf/NaN are skipped). Same arguments and errors as
+ * qr_reference_all_reduce; max_ratio and violations must not be NULL. */
+qr_status qr_reference_check_bound(const void* const* inputs, int world_size, size_t count,
+                                   qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
+                                   const void* output, double* max_ratio, size_t* violations);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

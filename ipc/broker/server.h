@@ -32,19 +32,20 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "asio.hpp"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "common/version.h"
 #include "ipc/gc.h"
 #include "ipc/wire.h"
 
 namespace qr::broker {
 
-inline constexpr const char* kBrokerVersion = "0.1.0";
+inline constexpr const char* kBrokerVersion = kVersion;
 
 struct ServerOptions {
   std::string socket_path;  // resolved already (ipc::ResolveSocketPath)

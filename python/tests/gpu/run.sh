@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Python layer's GPU tests, on the GPU machine (torch with CUDA, pytest,
+# numpy; no Bazel), over what python/tests/gpu/stage.sh put in .device/python:
+#   bash python/tests/gpu/run.sh            # results: $OUT/python-gpu.xml and .log
+# Two GPUs: one rank on each. One GPU: both ranks on it under NVIDIA MPS with
+# QR_ALLOW_SHARED_DEVICE=1. Also runs the CPU torch suites with this torch
+# (torch.compile exists here) and the per-call overhead measurement.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+root=$PWD
+staged=$root/.device/python
+out=${OUT:-/tmp/qr-python-gpu}
+mkdir -p "$out"
+[[ -f $staged/libquickreduce.so ]] || { echo "run.sh: $staged is missing: run python/tests/gpu/stage.sh first" >&2; exit 1; }
+export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
+export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+mps=0
+if (( ngpu >= 2 )); then
+  export QR_TEST_GPUS=0,1
+elif (( ngpu == 1 )); then
+  export QR_TEST_GPUS=0,0 QR_ALLOW_SHARED_DEVICE=1
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/qr-mps CUDA_MPS_LOG_DIRECTORY=/tmp/qr-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && mps=1
+else
+  echo "run.sh: no GPU" >&2
+  exit 1
+fi
+echo "python-gpu: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)') gpus=$QR_TEST_GPUS mps=$mps"
+python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
+  python/tests/gpu/test_gpu.py python/tests/test_torch.py python/tests/test_library.py \
+  2>&1 | tee "$out/python-gpu.log"
+rc=${PIPESTATUS[0]}
+python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
+  --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
+(( mps )) && echo quit | nvidia-cuda-mps-control
+exit "$rc"
