@@ -70,6 +70,76 @@ std::vector<std::string> ListWithPrefix(const std::string& slash_prefix, bool fo
 
 std::vector<std::string> ListUserObjects(uint32_t uid) { return ListWithPrefix(UserPrefix(uid)); }
 
+namespace {
+
+enum class Kind { kSegment, kOtherVersion, kData, kGone, kForeign, kUnreadable };
+
+struct Examined {
+  Kind kind = Kind::kData;
+  uint32_t version = 0;
+  bool locked = false;  // someone holds a record lock on it
+  uint32_t owner = 0;
+  std::string error;
+};
+
+// What an object is, read without mapping it: its owner, its first 16 bytes
+// (segment magic and layout version) and whether any record lock is held on
+// it (F_OFD_GETLK over the whole file finds the broker's and every member's).
+Examined Examine(const std::string& name, uint32_t uid) {
+  Examined e;
+  std::string path = std::string(kShmDir) + name;
+  int raw = RetryOnEintr(
+      [&] { return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); });
+  if (raw < 0) {
+    if (errno == ENOENT) {
+      e.kind = Kind::kGone;
+    } else {
+      e.kind = Kind::kUnreadable;
+      e.error = std::string("cannot open: ") + std::strerror(errno);
+    }
+    return e;
+  }
+  UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    e.kind = Kind::kUnreadable;
+    e.error = std::string("fstat: ") + std::strerror(errno);
+    return e;
+  }
+  e.owner = st.st_uid;
+  // What we made ourselves is ours to sweep too (root sweeping --uid N).
+  if ((st.st_uid != uid && st.st_uid != ::geteuid()) || !S_ISREG(st.st_mode)) {
+    e.kind = Kind::kForeign;
+    return e;
+  }
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;  // the whole file
+  if (RetryOnEintr([&] { return ::fcntl(fd.get(), F_OFD_GETLK, &fl); }) != 0) {
+    e.kind = Kind::kUnreadable;
+    e.error = std::string("F_OFD_GETLK: ") + std::strerror(errno);
+    return e;
+  }
+  e.locked = fl.l_type != F_UNLCK;
+  uint8_t head[16] = {};
+  ssize_t n = RetryOnEintr([&] { return ::pread(fd.get(), head, sizeof(head), 0); });
+  uint64_t magic = 0;
+  if (n >= 12) {
+    std::memcpy(&magic, head, 8);
+    std::memcpy(&e.version, head + 8, 4);
+  }
+  if (magic != kSegmentMagic) {
+    e.kind = Kind::kData;
+  } else {
+    e.kind = e.version == kLayoutVersion ? Kind::kSegment : Kind::kOtherVersion;
+  }
+  return e;
+}
+
+}  // namespace
+
 std::vector<std::string> ListForeignObjects(uint32_t uid) {
   return ListWithPrefix(UserPrefix(uid), /*foreign=*/true);
 }
@@ -77,18 +147,37 @@ std::vector<std::string> ListForeignObjects(uint32_t uid) {
 SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& keep) {
   SweepResult result;
   std::vector<std::string> objects = ListUserObjects(uid);
-  std::vector<std::string> segments, stale_segments, data;
+  // Every name that may own data objects: data whose owner is in doubt stays,
+  // including the data of an object that is not ours to examine.
+  std::vector<std::string> owners = ListForeignObjects(uid), stale_segments, data;
   for (const std::string& name : objects) {
-    auto seg = GroupSegment::Open(name);
-    if (seg.ok()) {
-      segments.push_back(name);
-      if (keep.count(name) != 0 || (*seg)->InUse()) {
-        result.live_segments.push_back(name);
-      } else {
-        stale_segments.push_back(name);
-      }
-    } else {
-      data.push_back(name);
+    Examined e = Examine(name, uid);
+    switch (e.kind) {
+      case Kind::kGone:
+        break;
+      case Kind::kForeign:
+        result.foreign.push_back(name + " (uid " + std::to_string(e.owner) + ")");
+        break;
+      case Kind::kUnreadable:
+        owners.push_back(name);
+        result.errors.push_back(name + ": " + e.error + "; left alone");
+        break;
+      case Kind::kOtherVersion:
+        owners.push_back(name);
+        result.unknown.push_back(name + " (layout version " + std::to_string(e.version) + ", " +
+                                 (e.locked ? "in use" : "not in use") + ")");
+        break;
+      case Kind::kSegment:
+        owners.push_back(name);
+        if (keep.count(name) != 0 || e.locked) {
+          result.live_segments.push_back(name);
+        } else {
+          stale_segments.push_back(name);
+        }
+        break;
+      case Kind::kData:
+        data.push_back(name);
+        break;
     }
   }
   auto remove = [&](const std::string& name) {
@@ -103,7 +192,7 @@ SweepResult SweepStale(uint32_t uid, bool dry_run, const std::set<std::string>& 
   };
   for (const std::string& seg : stale_segments) remove(seg);
   for (const std::string& obj : data) {
-    const std::string* owner = OwnerOf(obj, segments);
+    const std::string* owner = OwnerOf(obj, owners);
     if (owner == nullptr) {
       // Not a segment and owned by none: an orphan, unless it is young enough
       // to be a segment or data object being created right now.

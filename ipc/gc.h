@@ -1,8 +1,14 @@
 // Garbage collection of quickreduce's shared-memory objects and sockets.
 //
 // Objects of a uid live in /dev/shm as `quickreduce-<uid>-*`. A group segment
-// is stale when no broker or member holds its lock (GroupSegment::InUse); a
-// stale segment is removed with its data objects, `<segment name>-*`. A data
+// (an object that starts with the segment magic) is live while anyone holds a
+// lock on it (the broker's or a member's, whatever the layout version). A
+// stale segment of this layout version is removed with its data objects,
+// `<segment name>-*`; a segment of another layout version is reported in
+// `unknown` and never removed (another quickreduce made it), nor are its data
+// objects. An object gc cannot open (out of descriptors, say) might be a live
+// segment: it is left alone, as is what might belong to it, and reported in
+// errors. Objects of another owner are reported in `foreign`, never touched. A data
 // object belongs to the longest existing segment name that prefixes it (so
 // group "a" generation 1 never claims the objects of a group named "a-1-x").
 // Data objects that belong to no segment are orphans and are removed too,
@@ -27,7 +33,10 @@ inline constexpr std::chrono::seconds kOrphanMinAge{10};
 struct SweepResult {
   std::vector<std::string> removed;        // or, for a dry run, what would be removed
   std::vector<std::string> live_segments;  // group segments with a live owner
-  std::vector<std::string> errors;         // objects that could not be removed
+  // "<name> (layout version N, in use|not in use)": segments gc cannot parse.
+  std::vector<std::string> unknown;
+  std::vector<std::string> foreign;  // "<name> (uid N)": not ours, left alone
+  std::vector<std::string> errors;   // objects that could not be examined or removed
 };
 
 // This uid's shm object names ("/quickreduce-<uid>-..."), sorted: only those

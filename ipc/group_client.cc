@@ -6,6 +6,7 @@
 
 #include "common/env.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
@@ -154,7 +155,7 @@ Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline
       return OkStatus();
     }
     if (auto* f = std::get_if<GroupFailedNotice>(&*msg)) {
-      failure_ = PeerFailedError("group " + group_ + " failed: " + f->reason);
+      failure_ = PeerFailedError("group " + group_ + " failed: " + SanitizeUtf8(f->reason));
       return failure_;
     }
     if (auto* e = std::get_if<ErrorReply>(&*msg)) {
@@ -223,7 +224,7 @@ void GroupMembership::PollBroker() {
     }
     if (!msg->has_value()) return;
     if (auto* f = std::get_if<GroupFailedNotice>(&**msg)) {
-      if (failure_.ok()) failure_ = PeerFailedError("group " + group_ + " failed: " + f->reason);
+      if (failure_.ok()) failure_ = PeerFailedError("group " + group_ + " failed: " + SanitizeUtf8(f->reason));
     }
   }
 }
@@ -236,11 +237,12 @@ Status GroupMembership::Check() {
     const SegmentHeader* h = segment_->header();
     std::string reason;
     if (LoadAcquire(&h->state) == static_cast<uint32_t>(GroupState::kFailed)) {
-      reason = ReadField(h->failure_reason, sizeof(h->failure_reason));
+      reason = SanitizeUtf8(ReadField(h->failure_reason, sizeof(h->failure_reason)));
     }
     for (int r = 0; reason.empty() && r < world_size_; ++r) {
-      std::string why =
-          ReadField(segment_->slot(r)->abort_reason, sizeof(MemberSlot::abort_reason));
+      // Any member can write its slot: its text is checked here.
+      std::string why = SanitizeUtf8(
+          ReadField(segment_->slot(r)->abort_reason, sizeof(MemberSlot::abort_reason)));
       if (!why.empty()) reason = "rank " + std::to_string(r) + " aborted: " + why;
     }
     if (reason.empty()) {
@@ -258,7 +260,9 @@ Status GroupMembership::Check() {
 Status GroupMembership::RaiseAbort(std::string_view reason) {
   if (segment_ == nullptr) return InvalidArgumentError("RaiseAbort after Leave");
   MemberSlot* slot = segment_->slot(rank_);
-  CopyField(slot->abort_reason, sizeof(slot->abort_reason), reason);
+  // Cut on a character boundary: peers, the broker and qrctl read it as text.
+  CopyField(slot->abort_reason, sizeof(slot->abort_reason),
+            Utf8Prefix(reason, sizeof(slot->abort_reason) - 1));
   uint32_t expected = kAbortNone;
   __atomic_compare_exchange_n(segment_->abort_word(), &expected, kAbortRaised, false,
                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -268,7 +272,7 @@ Status GroupMembership::RaiseAbort(std::string_view reason) {
   }
   if (!broker_gone_) {
     AbortRequest req;
-    req.reason = std::string(reason.substr(0, kMaxReasonBytes));
+    req.reason = std::string(Utf8Prefix(reason, kMaxReasonBytes));
     Status s = conn_->Send(req);
     if (!s.ok())
       Log().warn("group {}: could not tell the broker about the abort: {}", group_, s.message());

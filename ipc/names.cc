@@ -53,6 +53,20 @@ Status ValidateName(std::string_view what, std::string_view name) {
   return OkStatus();
 }
 
+Status ValidateSegmentName(std::string_view name) {
+  if (name.size() < 2 || name.size() > kMaxSegmentNameBytes || name[0] != '/') {
+    return InvalidArgumentError("segment name must be '/' and 1 to " +
+                                std::to_string(kMaxSegmentNameBytes - 1) + " bytes, got " +
+                                std::to_string(name.size()) + " bytes");
+  }
+  for (char c : name.substr(1)) {
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return InvalidArgumentError("segment name has characters outside [A-Za-z0-9._-]");
+  }
+  return OkStatus();
+}
+
 Status ValidateDeviceId(std::string_view device_id) {
   if (device_id.empty() || device_id.size() > kMaxDeviceIdBytes) {
     return InvalidArgumentError("device id must be 1 to 63 bytes, got " +

@@ -1,9 +1,11 @@
 #include "ipc/wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "ipc/names.h"
 
 namespace qr::ipc {
@@ -135,8 +137,11 @@ Status Validate(const Message& msg) {
 }  // namespace
 
 ErrorReply ErrorReplyFor(const Status& status) {
-  return ErrorReply{static_cast<uint32_t>(status.code()),
-                    status.message().substr(0, kMaxMessageBytes)};
+  // Messages echo what the peer sent (names, reasons): a NUL there would make
+  // the reply unencodable, and the peer would see a bare EOF instead.
+  std::string text = SanitizeUtf8(status.message());
+  StatusCode code = status.ok() ? StatusCode::kInternal : status.code();
+  return ErrorReply{static_cast<uint32_t>(code), std::string(Utf8Prefix(text, kMaxMessageBytes))};
 }
 
 Status StatusOf(const ErrorReply& e) {
@@ -311,7 +316,7 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
 }
 
 StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size,
-                                                size_t* consumed) {
+                                                size_t* consumed, size_t max_frame_bytes) {
   *consumed = 0;
   // Check the magic as soon as it is there so garbage is refused before the
   // peer has sent a whole header.
@@ -330,9 +335,13 @@ StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size
     return UnsupportedError("protocol version " + std::to_string(version) + ", this side speaks " +
                             std::to_string(kProtocolVersion));
   }
-  if (payload > kMaxFrameBytes - kFrameHeaderBytes) {
-    return InvalidArgumentError("frame of " + std::to_string(payload + kFrameHeaderBytes) +
-                                " bytes over the 64 KiB limit");
+  const size_t limit = std::min(max_frame_bytes, kMaxFrameBytes);
+  if (payload > limit - kFrameHeaderBytes) {
+    return InvalidArgumentError("frame of " + std::to_string(payload + size_t{kFrameHeaderBytes}) +
+                                " bytes over the " +
+                                (limit == kMaxFrameBytes ? std::string("64 KiB")
+                                                         : std::to_string(limit) + "-byte request") +
+                                " limit");
   }
   if (size - kFrameHeaderBytes < payload) return std::optional<Message>();
   QR_ASSIGN_OR_RETURN(Message m, DecodePayload(type, data + kFrameHeaderBytes, payload));

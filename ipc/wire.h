@@ -37,6 +37,10 @@ inline constexpr size_t kFrameHeaderBytes = 12;
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
 inline constexpr size_t kMaxReasonBytes = 255;
 inline constexpr size_t kMaxMessageBytes = 1024;
+// The largest frame a client sends (JOIN, ABORT, ...: 269 bytes at most); the
+// broker refuses a larger one as soon as its header arrives, so a peer cannot
+// make it buffer 64 KiB per connection.
+inline constexpr size_t kMaxRequestFrameBytes = 512;
 // The largest status piece one STATUS_REPLY frame carries.
 inline constexpr size_t kMaxStatusPieceBytes = kMaxFrameBytes - kFrameHeaderBytes - 5;
 
@@ -139,11 +143,12 @@ const char* MessageTypeName(uint16_t type);  // "JOIN", ..., or "UNKNOWN"
 
 // Looks for one complete frame at the start of data[0, size). Returns nullopt
 // when more bytes are needed; the message and sets *consumed when a frame is
-// complete; kInvalidArgument for a bad magic or a frame over the limit,
-// kUnsupported for another protocol version, and the decoder's error for a
-// malformed payload (the connection should then be closed).
-[[nodiscard]] StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size,
-                                                              size_t* consumed);
+// complete; kInvalidArgument for a bad magic or a frame over max_frame_bytes
+// (checked once the header is there), kUnsupported for another protocol
+// version, and the decoder's error for a malformed payload (the connection
+// should then be closed).
+[[nodiscard]] StatusOr<std::optional<Message>> TryDecodeFrame(
+    const uint8_t* data, size_t size, size_t* consumed, size_t max_frame_bytes = kMaxFrameBytes);
 
 // Decodes one payload of a known type (used by TryDecodeFrame and the fuzzer).
 [[nodiscard]] StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size);

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/status_macros.h"
+#include "ipc/names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/status_matchers.h"
@@ -190,6 +191,59 @@ TEST(WireTest, ErrorReplyCarriesAStatusBothWays) {
   ASSERT_OK(EncodeFrame(e).status());
   EXPECT_THAT(StatusOf(e), StatusIs(StatusCode::kTimeout));
   EXPECT_THAT(StatusOf(ErrorReply{99, "from a newer peer"}), StatusIs(StatusCode::kInternal));
+}
+
+TEST(WireTest, ErrorReplyForEchoedTextAlwaysEncodes) {
+  // What the peer sent comes back in the message: a NUL, bytes that are not
+  // UTF-8, and a cut through a character at the length limit.
+  ErrorReply nul = ErrorReplyFor(InvalidArgumentError(std::string("group 'a\0b'", 11)));
+  EXPECT_EQ(nul.message, "group 'a\\x00b'");
+  ASSERT_OK(EncodeFrame(nul).status());
+  ErrorReply bad = ErrorReplyFor(InvalidArgumentError("name \xff\xfe"));
+  EXPECT_EQ(bad.message, "name \\xff\\xfe");
+  std::string euros;
+  for (int i = 0; i < 400; ++i) euros += "\xE2\x82\xAC";
+  ErrorReply cut = ErrorReplyFor(InvalidArgumentError("x" + euros));
+  EXPECT_EQ(cut.message.size(), 1 + 341 * 3u);  // whole characters only
+  ASSERT_OK(EncodeFrame(cut).status());
+}
+
+TEST(WireTest, JoinOkCarriesTheLongestSegmentNames) {
+  // The longest uid, group name and generation: 63-byte names at any
+  // generation must reach the client.
+  JoinOk ok{SegmentName(4294967294u, std::string(63, 'g'), ~uint64_t{0}, ~uint64_t{0}),
+            ~uint64_t{0}, 7, 1};
+  ASSERT_OK_AND_ASSIGN(auto frame, EncodeFrame(ok));
+  size_t consumed = 0;
+  ASSERT_OK_AND_ASSIGN(auto back, TryDecodeFrame(frame.data(), frame.size(), &consumed));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(std::get<JoinOk>(*back), ok);
+  ok.segment_name = "/" + std::string(kMaxShmNameBytes, 'x');
+  EXPECT_THAT(EncodeFrame(ok), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(WireTest, RequestLimitRefusesABigFrameByItsHeader) {
+  std::vector<uint8_t> header(kFrameHeaderBytes);
+  uint16_t version = kProtocolVersion, type = static_cast<uint16_t>(MessageType::kAbort);
+  uint32_t payload = 600;  // only the header has arrived
+  std::memcpy(header.data(), &kWireMagic, 4);
+  std::memcpy(header.data() + 4, &version, 2);
+  std::memcpy(header.data() + 6, &type, 2);
+  std::memcpy(header.data() + 8, &payload, 4);
+  size_t consumed = 0;
+  EXPECT_THAT(TryDecodeFrame(header.data(), header.size(), &consumed, kMaxRequestFrameBytes),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("512-byte request limit")));
+  // Without the request limit it waits for the rest.
+  ASSERT_OK_AND_ASSIGN(auto more, TryDecodeFrame(header.data(), header.size(), &consumed));
+  EXPECT_FALSE(more.has_value());
+  // Every request a client can send fits the limit.
+  JoinRequest j = GoodJoin();
+  j.group = std::string(kMaxNameBytes, 'g');
+  j.device_id = std::string(kMaxDeviceIdBytes, 'd');
+  ASSERT_OK_AND_ASSIGN(auto join, EncodeFrame(j));
+  EXPECT_LE(join.size(), kMaxRequestFrameBytes);
+  ASSERT_OK_AND_ASSIGN(auto abort, EncodeFrame(AbortRequest{std::string(kMaxReasonBytes, 'r')}));
+  EXPECT_LE(abort.size(), kMaxRequestFrameBytes);
 }
 
 TEST(WireTest, RandomBytesNeverCrashTheDecoder) {

@@ -10,56 +10,17 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/utf8.h"
 #include "ipc/broker_client.h"
 #include "ipc/gc.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
+#include "tools/qrctl_render.h"
 
 namespace qr::tools {
 namespace {
 
 using nlohmann::json;
-
-std::string Duration(double s) {
-  std::ostringstream o;
-  if (s < 60) {
-    o << std::fixed << std::setprecision(1) << s << "s";
-  } else if (s < 3600) {
-    o << static_cast<int>(s / 60) << "m" << std::setw(2) << std::setfill('0')
-      << static_cast<int>(s) % 60 << "s";
-  } else {
-    o << static_cast<int>(s / 3600) << "h" << std::setw(2) << std::setfill('0')
-      << static_cast<int>(s / 60) % 60 << "m";
-  }
-  return o.str();
-}
-
-std::string Bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream o;
-  if (u == 0) {
-    o << b << " B";
-  } else {
-    o << std::fixed << std::setprecision(1) << v << " " << units[u];
-  }
-  return o.str();
-}
-
-std::string Codecs(const json& counters, bool bytes) {
-  std::string s;
-  for (const char* c : ipc::kCounterNames) {
-    uint64_t v = counters.value(c, uint64_t{0});
-    if (v == 0) continue;
-    s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? Bytes(v) : std::to_string(v));
-  }
-  return s.empty() ? "-" : s;
-}
 
 StatusOr<json> FetchStatus(const std::string& socket, int timeout_ms) {
   auto text = ipc::QueryStatus(socket, std::chrono::milliseconds(timeout_ms));
@@ -71,22 +32,28 @@ StatusOr<json> FetchStatus(const std::string& socket, int timeout_ms) {
   return doc;
 }
 
+std::vector<std::string> Sanitized(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) out.push_back(SanitizeUtf8(n));
+  return out;
+}
+
 json NoBrokerDoc(const std::string& socket, const Status& why) {
   ipc::SweepResult stale = ipc::SweepStale(::getuid(), /*dry_run=*/true);
   json problems = json::array();
   problems.push_back({{"severity", "error"},
                       {"group", nullptr},
-                      {"message", why.message()},
+                      {"message", SanitizeUtf8(why.message())},
                       {"remedy",
                        "start qr-broker (clients start one themselves unless "
                        "QR_BROKER_AUTOSTART=0), or point QR_BROKER_SOCKET / "
                        "--socket at the right socket"}});
   return {{"schema_version", 1},
           {"broker", nullptr},
-          {"socket", socket},
+          {"socket", SanitizeUtf8(socket)},
           {"groups", json::array()},
-          {"stale_objects", stale.removed},
-          {"live_segments", stale.live_segments},
+          {"stale_objects", Sanitized(stale.removed)},
+          {"live_segments", Sanitized(stale.live_segments)},
           {"problems", problems}};
 }
 
@@ -95,12 +62,12 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
   if (!doc.ok()) {
     json d = NoBrokerDoc(socket, doc.status());
     if (as_json) {
-      out << d.dump(2) << "\n";
+      out << DumpStatus(d, 2) << "\n";
     } else {
-      out << "no broker: " << doc.status().message() << "\n";
+      out << "no broker: " << EscapeForTerminal(doc.status().message()) << "\n";
       if (!d["live_segments"].empty()) {
         out << "groups still running without a broker:";
-        for (const auto& s : d["live_segments"]) out << " " << s.get<std::string>();
+        for (const auto& s : d["live_segments"]) out << " " << EscapeForTerminal(s.get<std::string>());
         out << "\n";
       }
       if (!d["stale_objects"].empty()) {
@@ -110,7 +77,7 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
     return kExitNoBroker;
   }
   if (as_json) {
-    out << doc->dump(2) << "\n";
+    out << DumpStatus(*doc, 2) << "\n";
   } else {
     out << RenderStatusText(*doc);
   }
@@ -118,62 +85,6 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
 }
 
 }  // namespace
-
-int ExitCodeFor(const json& doc) {
-  if (!doc.contains("broker") || doc["broker"].is_null()) return kExitNoBroker;
-  return doc.value("problems", json::array()).empty() ? kExitHealthy : kExitDegraded;
-}
-
-std::string RenderStatusText(const json& doc) {
-  std::ostringstream o;
-  const json& b = doc["broker"];
-  o << "broker   pid " << b.value("pid", 0) << ", up " << Duration(b.value("uptime_s", 0.0))
-    << ", version " << b.value("version", "?") << " (protocol " << b.value("protocol_version", 0)
-    << ")\n"
-    << "socket   " << b.value("socket", "?") << "\n";
-  const json groups = doc.value("groups", json::array());
-  if (groups.empty()) o << "groups   none\n";
-  for (const json& g : groups) {
-    o << "\ngroup " << g.value("name", "?") << "  generation " << g.value("generation", 0)
-      << "  world size " << g.value("world_size", 0) << "  " << g.value("state", "?")
-      << (g.value("adopted", false) ? " (adopted)" : "") << "  age "
-      << Duration(g.value("age_s", 0.0)) << "\n"
-      << "  segment " << g.value("segment", "?") << "  buffer "
-      << Bytes(g.value("buffer_bytes", uint64_t{0})) << "\n";
-    if (g.contains("failure_reason")) {
-      o << "  failure: " << g["failure_reason"].get<std::string>() << "\n";
-    }
-    o << "  " << std::left << std::setw(5) << "rank" << std::setw(9) << "pid" << std::setw(6)
-      << "alive" << std::setw(10) << "published" << std::setw(16) << "device" << std::setw(24)
-      << "ops" << std::setw(28) << "bytes"
-      << "last progress\n";
-    for (const json& m : g.value("members", json::array())) {
-      const json& lp = m["last_progress_s"];
-      o << "  " << std::left << std::setw(5) << m.value("rank", -1) << std::setw(9)
-        << m.value("pid", 0) << std::setw(6) << (m.value("alive", false) ? "yes" : "NO")
-        << std::setw(10) << (m.value("published", false) ? "yes" : "no") << std::setw(16)
-        << m.value("device", "?") << std::setw(24) << Codecs(m["ops"], false) << std::setw(28)
-        << Codecs(m["bytes"], true)
-        << (lp.is_null() ? "never" : Duration(lp.get<double>()) + " ago") << "\n";
-    }
-    const json missing = g.value("missing_ranks", json::array());
-    if (!missing.empty()) {
-      o << "  missing ranks:";
-      for (const auto& r : missing) o << " " << r.get<int>();
-      o << "\n";
-    }
-  }
-  const json problems = doc.value("problems", json::array());
-  if (!problems.empty()) {
-    o << "\nproblems\n";
-    for (const json& p : problems) {
-      o << "  [" << p.value("severity", "?") << "] " << p.value("message", "") << "\n"
-        << "    fix: " << p.value("remedy", "") << "\n";
-    }
-  }
-  o << "\nstatus: " << (problems.empty() ? "healthy" : "degraded") << "\n";
-  return o.str();
-}
 
 int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"qrctl: status and cleanup for quickreduce groups"};
@@ -231,14 +142,22 @@ int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream&
 
   // gc
   ipc::SweepResult r = ipc::SweepStale(static_cast<uint32_t>(gc_uid), dry_run);
-  for (const auto& name : r.removed)
-    out << (dry_run ? "would remove " : "removed ") << name << "\n";
-  for (const auto& e : r.errors) err << "qrctl: could not remove " << e << "\n";
+  for (const auto& name : r.removed) {
+    out << (dry_run ? "would remove " : "removed ") << EscapeForTerminal(name) << "\n";
+  }
+  for (const auto& u : r.unknown) {
+    out << "kept " << EscapeForTerminal(u)
+        << ": another quickreduce version made it; its own qrctl can remove it\n";
+  }
+  for (const auto& f : r.foreign) {
+    out << "ignored " << EscapeForTerminal(f) << ": owned by another user\n";
+  }
+  for (const auto& e : r.errors) err << "qrctl: " << EscapeForTerminal(e) << "\n";
   if (!dry_run) {
     bool removed = false;
     Status s = ipc::RemoveStaleSocket(*path, &removed);
     if (!s.ok()) {
-      err << "qrctl: " << s.message() << "\n";
+      err << "qrctl: " << EscapeForTerminal(s.message()) << "\n";
       return kExitDegraded;
     }
     if (removed) out << "removed stale socket " << *path << "\n";

@@ -14,17 +14,11 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tools/qrctl_render.h"
 
 namespace qr::tools {
 
-inline constexpr int kExitHealthy = 0;
-inline constexpr int kExitDegraded = 1;
-inline constexpr int kExitNoBroker = 2;
 
-// Human-readable rendering of the broker's status document.
-std::string RenderStatusText(const nlohmann::json& doc);
-// kExitHealthy unless the document lists problems.
-int ExitCodeFor(const nlohmann::json& doc);
 
 // Runs qrctl with argv (argv[0] is the program name). Thread-compatible.
 int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err);

@@ -14,8 +14,12 @@
 #include <set>
 #include <vector>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include "common/status_macros.h"
 #include "common/syscall.h"
+#include "common/utf8.h"
 #include "ipc/gc.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
@@ -29,12 +33,25 @@ using ipc::GroupState;
 using ipc::LoadAcquire;
 using ipc::StoreRelease;
 using Clock = std::chrono::steady_clock;
-using Socket = asio::local::stream_protocol::socket;
 
 namespace {
 
 constexpr std::chrono::seconds kCloseLinger{2};
 constexpr size_t kMaxQueuedBytes = 4 << 20;
+// A connection with this much unread reply is not read from until it drains:
+// a peer pipelining STATUS gets its replies at the pace it reads them.
+constexpr size_t kPauseReadingBytes = 256 << 10;
+// Requests handled for one connection before the others get their turn.
+constexpr int kRequestsPerTurn = 4;
+// How long a status document and the /dev/shm scan behind it are reused.
+constexpr std::chrono::milliseconds kStatusCacheAge{20};
+constexpr std::chrono::milliseconds kStaleScanAge{1000};
+constexpr int kWarningsPerSecond = 20;
+// Descriptors kept free of connections: segments, the lock, the log, accept.
+constexpr int kReservedFds = 64;
+
+// Text that is going into JSON (which must be UTF-8) or into a log line.
+std::string Clean(std::string_view s) { return SanitizeUtf8(s); }
 
 double SecondsSince(uint64_t unix_ms) {
   uint64_t now = ipc::NowUnixMs();
@@ -55,7 +72,23 @@ class Session : public std::enable_shared_from_this<Session> {
     if (finished_ || closing_) return;
     auto frame = ipc::EncodeFrame(m);
     if (!frame.ok()) {
-      spdlog::error("cannot encode a reply: {}", frame.status().ToString());
+      // A reply the peer never gets would leave it waiting out its timeout:
+      // it gets an error instead (ErrorReplyFor always encodes) and this
+      // connection ends.
+      spdlog::error("pid {}: cannot encode a {} reply: {}", pid,
+                    ipc::MessageTypeName(static_cast<uint16_t>(ipc::TypeOf(m))),
+                    Clean(frame.status().ToString()));
+      frame = ipc::EncodeFrame(ipc::ErrorReplyFor(frame.status().WithContext(
+          std::string("the broker could not encode its ") +
+          ipc::MessageTypeName(static_cast<uint16_t>(ipc::TypeOf(m))) + " reply")));
+      if (!frame.ok()) {
+        Finish();
+        return;
+      }
+      out_.push_back(std::move(*frame));
+      queued_bytes_ += out_.back().size();
+      if (!writing_) Write();
+      CloseAfterWrites();
       return;
     }
     queued_bytes_ += frame->size();
@@ -94,11 +127,29 @@ class Session : public std::enable_shared_from_this<Session> {
     linger_.cancel();
     socket_.shutdown(Socket::shutdown_both, ec);
     socket_.close(ec);
+    server_->CountClosed(uid);
     server_->OnDisconnect(shared_from_this());
+  }
+
+  // Ends the connection now, with one non-blocking try to tell the peer why.
+  void SayAndFinish(const Status& why) {
+    if (finished_) return;
+    auto frame = ipc::EncodeFrame(ipc::ErrorReplyFor(why));
+    if (frame.ok() && out_.empty()) {
+      ssize_t n = ::send(socket_.native_handle(), frame->data(), frame->size(),
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      (void)n;
+    }
+    Finish();
   }
 
   Socket& socket() { return socket_; }
   bool finished() const { return finished_; }
+  bool closing() const { return closing_; }
+  // Whether this connection owes us the rest of a request, and since when it
+  // has completed none.
+  bool partial_frame() const { return !in_.empty(); }
+  Clock::time_point last_request() const { return last_request_; }
 
   int32_t pid = 0;
   uint32_t uid = 0;
@@ -107,9 +158,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void Read() {
+    reading_ = true;
     auto self = shared_from_this();
-    socket_.async_read_some(asio::buffer(buf_),
-                            [self](const std::error_code& ec, size_t n) { self->OnRead(ec, n); });
+    socket_.async_read_some(asio::buffer(buf_), [self](const std::error_code& ec, size_t n) {
+      self->reading_ = false;
+      self->OnRead(ec, n);
+    });
   }
 
   void OnRead(const std::error_code& ec, size_t n) {
@@ -123,21 +177,69 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     in_.insert(in_.end(), buf_.data(), buf_.data() + n);
+    Process();
+  }
+
+  // Handles up to kRequestsPerTurn complete requests, then yields to the
+  // other connections; reads more only once the buffered ones are handled
+  // and the peer has read most of its replies.
+  void Process() {
+    processing_ = false;
+    if (finished_) return;
+    if (closing_) {
+      DrainOrRead();
+      return;
+    }
     auto self = shared_from_this();
-    while (!closing_ && !finished_) {
+    for (int handled = 0; !closing_ && !finished_; ++handled) {
       size_t consumed = 0;
-      auto m = ipc::TryDecodeFrame(in_.data(), in_.size(), &consumed);
+      auto m = ipc::TryDecodeFrame(in_.data(), in_.size(), &consumed, ipc::kMaxRequestFrameBytes);
       if (!m.ok()) {
-        spdlog::warn("pid {}: bad frame: {}", pid, m.status().ToString());
+        if (server_->WarnBudget()) {
+          spdlog::warn("pid {}: bad frame: {}", pid, Clean(m.status().ToString()));
+        }
         Send(ipc::ErrorReplyFor(m.status()));
         CloseAfterWrites();
         break;
       }
       if (!m->has_value()) break;
+      if (handled == kRequestsPerTurn || queued_bytes_ > kPauseReadingBytes) {
+        Yield();
+        return;
+      }
       in_.erase(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(consumed));
-      server_->OnMessage(self, std::move(**m));
+      last_request_ = Clock::now();
+      // No exception may leave the io_context: it would stop every group's
+      // broker. One that escapes a handler ends this connection only.
+      try {
+        server_->OnMessage(self, std::move(**m));
+      } catch (const std::exception& e) {
+        spdlog::error("pid {}: a request failed with an exception: {}; dropping the connection",
+                      pid, Clean(e.what()));
+        Finish();
+        return;
+      }
     }
-    if (!finished_) Read();
+    DrainOrRead();
+  }
+
+  // Keeps one read outstanding: for the next request, or, once closing, to
+  // see the peer's EOF (which ends the connection before kCloseLinger).
+  void DrainOrRead() {
+    if (!finished_ && !reading_) Read();
+  }
+
+  // Continues Process later: now if only the turn is over, after the next
+  // write completes if the peer is behind on its replies.
+  void Yield() {
+    if (queued_bytes_ > kPauseReadingBytes) {
+      resume_after_write_ = true;
+      return;
+    }
+    if (processing_) return;
+    processing_ = true;
+    auto self = shared_from_this();
+    asio::post(socket_.get_executor(), [self] { self->Process(); });
   }
 
   void Write() {
@@ -161,6 +263,10 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (closing_) {
       HalfClose();
     }
+    if (resume_after_write_ && queued_bytes_ <= kPauseReadingBytes / 2) {
+      resume_after_write_ = false;
+      Yield();
+    }
   }
 
   void HalfClose() {
@@ -171,10 +277,16 @@ class Session : public std::enable_shared_from_this<Session> {
   Server* server_;
   Socket socket_;
   asio::steady_timer linger_;
-  std::array<uint8_t, 8192> buf_{};
+  // Requests are small (kMaxRequestFrameBytes): an idle connection costs
+  // little more than this buffer.
+  std::array<uint8_t, 1024> buf_{};
   std::vector<uint8_t> in_;
   std::deque<std::vector<uint8_t>> out_;
   size_t queued_bytes_ = 0;
+  Clock::time_point last_request_ = Clock::now();
+  bool reading_ = false;
+  bool processing_ = false;
+  bool resume_after_write_ = false;
   bool writing_ = false;
   bool closing_ = false;
   bool finished_ = false;
@@ -281,6 +393,24 @@ Status Server::Listen() {
 
   // We hold the lock, so any socket file there is a dead broker's.
   ::unlink(path.c_str());
+
+  // Connections must run out before descriptors do, or accept fails and
+  // nobody gets an answer.
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    if (lim.rlim_cur < lim.rlim_max) {
+      rlimit raised = lim;
+      raised.rlim_cur = lim.rlim_max;
+      if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+    }
+    rlim_t usable = lim.rlim_cur > static_cast<rlim_t>(2 * kReservedFds)
+                        ? lim.rlim_cur - static_cast<rlim_t>(kReservedFds)
+                        : lim.rlim_cur / 2;
+    max_connections_ =
+        static_cast<int>(std::min<rlim_t>(usable, static_cast<rlim_t>(options_.max_connections)));
+  } else {
+    max_connections_ = options_.max_connections;
+  }
   ipc::SweepResult sweep = ipc::SweepStale(::getuid(), /*dry_run=*/false);
   for (const auto& name : sweep.removed) spdlog::info("removed stale shm object {}", name);
   for (const auto& err : sweep.errors) spdlog::warn("could not remove {}", err);
@@ -297,9 +427,13 @@ Status Server::Listen() {
   if (ec) return UnavailableError("bind " + path + ": " + ec.message());
   acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return InternalError("listen " + path + ": " + ec.message());
+  struct stat st {};
+  QR_SYS_RETURN_IF_ERROR(::lstat(path.c_str(), &st));
+  socket_dev_ = st.st_dev;
+  socket_ino_ = st.st_ino;
   listening_ = true;
-  spdlog::info("qr-broker {} (protocol {}) pid {} listening on {}", kBrokerVersion,
-               ipc::kProtocolVersion, ::getpid(), path);
+  spdlog::info("qr-broker {} (protocol {}) pid {} listening on {} (at most {} connections)",
+               kBrokerVersion, ipc::kProtocolVersion, ::getpid(), Clean(path), max_connections_);
   return OkStatus();
 }
 
@@ -376,10 +510,97 @@ void Server::Stop() {
   for (auto& s : all) s->Finish();
   sessions_.clear();
   groups_.clear();  // unmaps; the segments stay for the members
-  // Only the lock holder owns the socket path; a broker that lost the start
-  // race must not unlink the winner's socket.
-  if (listening_) ::unlink(options_.socket_path.c_str());
+  // Only the lock holder owns the socket path, and only while the path still
+  // leads to the socket it bound: a broker that lost the start race, or whose
+  // directory was removed and made again for a successor, must not unlink the
+  // successor's socket.
+  if (listening_ && StillOurSocket()) ::unlink(options_.socket_path.c_str());
   lock_fd_.reset();
+}
+
+bool Server::StillOurSocket() const {
+  struct stat st {};
+  return ::lstat(options_.socket_path.c_str(), &st) == 0 && st.st_dev == socket_dev_ &&
+         st.st_ino == socket_ino_;
+}
+
+bool Server::WarnBudget() {
+  auto now = Clock::now();
+  if (now - warn_window_ >= std::chrono::seconds(1)) {
+    if (warnings_suppressed_ > 0) {
+      spdlog::warn("{} similar warnings suppressed in the last second", warnings_suppressed_);
+    }
+    warn_window_ = now;
+    warnings_in_window_ = 0;
+    warnings_suppressed_ = 0;
+  }
+  if (warnings_in_window_ < kWarningsPerSecond) {
+    ++warnings_in_window_;
+    return true;
+  }
+  ++warnings_suppressed_;
+  return false;
+}
+
+void Server::CountClosed(uint32_t uid) {
+  auto it = connections_per_uid_.find(uid);
+  if (it != connections_per_uid_.end() && --it->second <= 0) connections_per_uid_.erase(it);
+}
+
+bool Server::AdmitConnection(Socket& socket, uint32_t uid, int32_t pid) {
+  const bool ours = uid == ::getuid();
+  const int per_uid = ours ? options_.max_connections_per_uid
+                           : std::min(options_.max_connections_per_uid, kMaxForeignConnections);
+  auto count = [&] {
+    auto it = connections_per_uid_.find(uid);
+    return it == connections_per_uid_.end() ? 0 : it->second;
+  };
+  // At a limit, our own uid's new connection takes the place of those that
+  // have gone longest without a request and hold no rank: idle connections
+  // cannot lock out a client that is about to join. A sixteenth of the limit
+  // goes at once, so a flood costs one scan per many accepts.
+  const bool total_full = static_cast<int>(sessions_.size()) >= max_connections_;
+  if (ours && (total_full || count() >= per_uid)) {
+    const int limit = total_full ? max_connections_ : per_uid;
+    std::vector<std::shared_ptr<Session>> idle;
+    for (auto& [ptr, s] : sessions_) {
+      if (s->finished() || !s->group.empty() || (!total_full && s->uid != uid)) continue;
+      idle.push_back(s);
+    }
+    size_t n = std::min(idle.size(), static_cast<size_t>(std::max(1, limit / 16)));
+    std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(n), idle.end(),
+                     [](const auto& a, const auto& b) { return a->last_request() < b->last_request(); });
+    std::string why = "the broker is at its limit of " + std::to_string(limit) +
+                      (total_full ? " connections" : " connections per uid") +
+                      " and this one had been idle longest";
+    if (n > 0 && WarnBudget()) spdlog::warn("dropping {} idle connections: {}", n, why);
+    for (size_t i = 0; i < n; ++i) idle[i]->SayAndFinish(UnavailableError(why));
+  }
+  std::string why;
+  if (static_cast<int>(sessions_.size()) >= max_connections_) {
+    why = "the broker has its limit of " + std::to_string(max_connections_) +
+          " connections open, all of group members; try again later";
+  } else if (count() >= per_uid) {
+    why = ours ? "uid " + std::to_string(uid) + " has its limit of " + std::to_string(per_uid) +
+                     " broker connections open, all of group members; try again later"
+               : "this broker serves uid " + std::to_string(::getuid()) + " only";
+  }
+  if (why.empty()) {
+    ++connections_per_uid_[uid];
+    return true;
+  }
+  if (WarnBudget()) spdlog::warn("refused a connection of pid {} uid {}: {}", pid, uid, why);
+  // One try to say why, without waiting: the socket is new, its send buffer
+  // empty, so a small frame goes out whole or not at all.
+  auto frame = ipc::EncodeFrame(ipc::ErrorReplyFor(UnavailableError(why)));
+  if (frame.ok()) {
+    ssize_t n = ::send(socket.native_handle(), frame->data(), frame->size(),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)n;
+  }
+  std::error_code ec;
+  socket.close(ec);
+  return false;
 }
 
 void Server::Accept() {
@@ -394,20 +615,26 @@ void Server::Accept() {
       });
       return;
     } else {
-      auto s = std::make_shared<Session>(this, std::move(socket), io_);
       ucred cred{};
       socklen_t len = sizeof(cred);
-      if (::getsockopt(s->socket().native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         spdlog::warn("SO_PEERCRED: {}", std::strerror(errno));
         cred.uid = static_cast<uid_t>(-1);
       }
+      if (!AdmitConnection(socket, cred.uid, cred.pid)) {
+        Accept();
+        return;
+      }
+      auto s = std::make_shared<Session>(this, std::move(socket), io_);
       s->pid = cred.pid;
       s->uid = cred.uid;
       sessions_[s.get()] = s;
       s->Start();
       if (cred.uid != ::getuid()) {
-        spdlog::warn("refused pid {} of uid {}: this broker serves uid {}", cred.pid, cred.uid,
-                     ::getuid());
+        if (WarnBudget()) {
+          spdlog::warn("refused pid {} of uid {}: this broker serves uid {}", cred.pid, cred.uid,
+                       ::getuid());
+        }
         Refuse(s, UnavailableError("this broker serves uid " + std::to_string(::getuid()) +
                                    " only; uid " + std::to_string(cred.uid) +
                                    " must run its own broker"));
@@ -417,9 +644,67 @@ void Server::Accept() {
   });
 }
 
+void Server::CheckIdleSessions(Clock::time_point now) {
+  std::vector<std::shared_ptr<Session>> idle;
+  for (auto& [ptr, s] : sessions_) {
+    if (s->finished() || s->closing()) continue;
+    // A member waits on its connection for as long as its group runs; only
+    // half a frame from it is owed.
+    bool owes = s->group.empty() || s->partial_frame();
+    if (owes && now - s->last_request() > options_.request_timeout) idle.push_back(s);
+  }
+  for (auto& s : idle) {
+    if (WarnBudget()) {
+      spdlog::warn("pid {}: no complete request in {} ms; dropping the connection", s->pid,
+                   options_.request_timeout.count());
+    }
+    s->Finish();
+  }
+}
+
+void Server::CapLog() {
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) <= options_.max_log_bytes) {
+    return;
+  }
+  // The log is whatever file stderr is (the autostart log beside the
+  // socket); it is rotated by its name if it still has one, else emptied.
+  char target[4096];
+  ssize_t n = ::readlink("/proc/self/fd/2", target, sizeof(target) - 1);
+  bool rotated = false;
+  if (n > 0) {
+    target[n] = '\0';
+    std::string path(target);
+    struct stat by_name {};
+    if (::lstat(path.c_str(), &by_name) == 0 && by_name.st_ino == st.st_ino &&
+        by_name.st_dev == st.st_dev && ::rename(path.c_str(), (path + ".1").c_str()) == 0) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+        ::close(fd);
+        rotated = true;
+      }
+    }
+  }
+  if (!rotated && ::ftruncate(STDERR_FILENO, 0) != 0) return;
+  spdlog::info("log {} after reaching {} bytes", rotated ? "rotated to <log>.1" : "emptied",
+               st.st_size);
+}
+
 void Server::Tick() {
   if (stopped_) return;
   auto now = Clock::now();
+  if (!StillOurSocket()) {
+    spdlog::warn("{} is no longer the socket this broker bound (its directory was removed, or "
+                 "another broker serves it now); stopping, groups are left running",
+                 Clean(options_.socket_path));
+    Stop();
+    return;
+  }
+  CheckIdleSessions(now);
+  CapLog();
   std::vector<std::string> names;
   for (auto& [name, g] : groups_) names.push_back(name);
   for (const std::string& name : names) {
@@ -485,7 +770,7 @@ void Server::OnMessage(const std::shared_ptr<Session>& s, ipc::Message m) {
   } else if (auto* abort = std::get_if<ipc::AbortRequest>(&m)) {
     HandleAbort(s, *abort);
   } else if (std::holds_alternative<ipc::StatusRequest>(m)) {
-    std::string json = StatusJson();
+    const std::string& json = StatusJson();
     for (size_t off = 0; off == 0 || off < json.size(); off += ipc::kMaxStatusPieceBytes) {
       ipc::StatusReply piece;
       piece.json = json.substr(off, ipc::kMaxStatusPieceBytes);
@@ -586,6 +871,7 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
       return;
     }
     last_generation_[req.group] = gen;
+    ++state_version_;
     group->generation = gen;
     spdlog::info("{} created for world size {} ({})", group->Describe(), ws, group->seg->name());
     g = group.get();
@@ -599,6 +885,7 @@ void Server::HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinReques
   m.timeout_ms = req.timeout_ms;
   m.deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
   g->members[static_cast<size_t>(rank)] = std::move(m);
+  ++state_version_;
   StoreRelease(&g->seg->header()->joined_pid[rank], static_cast<int32_t>(s->pid));
   s->group = req.group;
   s->rank = rank;
@@ -622,6 +909,7 @@ void Server::HandlePublished(const std::shared_ptr<Session>& s) {
     return;
   }
   m->published = true;
+  ++state_version_;
   if (g.state() != static_cast<uint32_t>(GroupState::kInit)) return;
   for (const auto& other : g.members) {
     if (!other.has_value() || !other->published) return;
@@ -667,18 +955,23 @@ void Server::Fail(Group& g, const std::string& reason, uint32_t abort_code) {
   __atomic_compare_exchange_n(g.seg->abort_word(), &expected, abort_code, false, __ATOMIC_ACQ_REL,
                               __ATOMIC_ACQUIRE);
   if (g.state() == static_cast<uint32_t>(GroupState::kFailed)) return;
-  ipc::CopyField(h->failure_reason, sizeof(h->failure_reason), reason);
+  ++state_version_;
+  // The reason carries what a member sent: made valid UTF-8 and cut on a
+  // character boundary, so whoever reads the field gets valid text.
+  const std::string clean = Clean(reason);
+  ipc::CopyField(h->failure_reason, sizeof(h->failure_reason),
+                 Utf8Prefix(clean, sizeof(h->failure_reason) - 1));
   StoreRelease(&h->failed_unix_ms, ipc::NowUnixMs());
   StoreRelease(&h->state, static_cast<uint32_t>(GroupState::kFailed));
-  spdlog::warn("{} FAILED: {}", g.Describe(), reason);
+  spdlog::warn("{} FAILED: {}", g.Describe(), clean);
+  const std::string notice(Utf8Prefix(clean, ipc::kMaxReasonBytes));
   for (auto& m : g.members) {
-    if (m.has_value() && m->session) {
-      m->session->Send(ipc::GroupFailedNotice{reason.substr(0, ipc::kMaxReasonBytes)});
-    }
+    if (m.has_value() && m->session) m->session->Send(ipc::GroupFailedNotice{notice});
   }
 }
 
 void Server::Release(Group& g, int rank) {
+  ++state_version_;
   g.members[static_cast<size_t>(rank)].reset();
   StoreRelease(&g.seg->header()->joined_pid[rank], 0);
 }
@@ -689,6 +982,15 @@ void Server::MaybeDestroy(const std::string& name) {
   std::string seg_name = it->second->seg->name();
   spdlog::info("{} ended; removing {} and its data objects", it->second->Describe(), seg_name);
   groups_.erase(it);
+  ++state_version_;
+  ended_names_.push_back(name);
+  // Forget the generations of the names that ended longest ago (a name that
+  // formed again since is skipped: its group holds it).
+  while (last_generation_.size() > options_.remembered_names && !ended_names_.empty()) {
+    std::string old = std::move(ended_names_.front());
+    ended_names_.pop_front();
+    if (groups_.count(old) == 0) last_generation_.erase(old);
+  }
   Status s = ipc::RemoveGroupObjects(seg_name);
   if (!s.ok()) spdlog::warn("{}", s.ToString());
 }
@@ -711,7 +1013,43 @@ void Server::OnDisconnect(const std::shared_ptr<Session>& s) {
   MaybeDestroy(name);
 }
 
-std::string Server::StatusJson() const {
+const std::string& Server::StatusJson() {
+  // A burst of STATUS requests (qrctl --watch from many terminals, or a peer
+  // pipelining them) shares one document while nothing changed.
+  auto now = Clock::now();
+  struct stat st {};
+  bool shm_changed = ::stat("/dev/shm", &st) != 0 ||
+                     st.st_mtim.tv_sec != stale_cache_mtime_.tv_sec ||
+                     st.st_mtim.tv_nsec != stale_cache_mtime_.tv_nsec;
+  if (status_cache_version_ != state_version_ || shm_changed ||
+      now - status_cache_time_ >= kStatusCacheAge) {
+    status_cache_ = BuildStatusJson();
+    status_cache_version_ = state_version_;
+    status_cache_time_ = now;
+  }
+  return status_cache_;
+}
+
+const ipc::SweepResult& Server::StaleObjects(const std::set<std::string>& ours) {
+  // The scan examines every object of this uid in /dev/shm; it is repeated
+  // when /dev/shm changed (an object came or went) or has aged, not per
+  // STATUS. A holder that died without removing anything shows up within
+  // kStaleScanAge.
+  struct stat st {};
+  bool have_mtime = ::stat("/dev/shm", &st) == 0;
+  auto now = Clock::now();
+  bool same_dir = have_mtime && st.st_mtim.tv_sec == stale_cache_mtime_.tv_sec &&
+                  st.st_mtim.tv_nsec == stale_cache_mtime_.tv_nsec;
+  if (!stale_cache_valid_ || !same_dir || now - stale_cache_time_ >= kStaleScanAge) {
+    stale_cache_ = ipc::SweepStale(::getuid(), /*dry_run=*/true, ours);
+    stale_cache_time_ = now;
+    stale_cache_mtime_ = have_mtime ? st.st_mtim : timespec{};
+    stale_cache_valid_ = true;
+  }
+  return stale_cache_;
+}
+
+std::string Server::BuildStatusJson() {
   using nlohmann::json;
   json doc;
   doc["schema_version"] = 1;
@@ -719,9 +1057,12 @@ std::string Server::StatusJson() const {
       {"pid", ::getpid()},
       {"uid", ::getuid()},
       {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
-      {"socket", options_.socket_path},
+      {"socket", Clean(options_.socket_path)},
       {"version", kBrokerVersion},
       {"protocol_version", ipc::kProtocolVersion},
+      {"connections", sessions_.size()},
+      {"max_connections", max_connections_},
+      {"remembered_names", last_generation_.size()},
   };
   json groups = json::array();
   json problems = json::array();
@@ -732,18 +1073,19 @@ std::string Server::StatusJson() const {
     ours.insert(g.seg->name());
     uint32_t state = g.state();
     json group = {
-        {"name", g.name},
+        {"name", Clean(g.name)},
         {"generation", g.generation},
         {"world_size", g.world_size},
         {"state", ipc::GroupStateName(state)},
-        {"segment", g.seg->name()},
+        {"segment", Clean(g.seg->name())},
         {"buffer_bytes", g.buffer_bytes},
         {"adopted", g.adopted},
         {"age_s", SecondsSince(h->created_unix_ms)},
         {"abort_word", LoadAcquire(g.seg->abort_word())},
     };
     if (state == static_cast<uint32_t>(GroupState::kFailed)) {
-      group["failure_reason"] = ipc::ReadField(h->failure_reason, sizeof(h->failure_reason));
+      // Written by whoever can write the segment, so checked here again.
+      group["failure_reason"] = Clean(ipc::ReadField(h->failure_reason, sizeof(h->failure_reason)));
     }
     json members = json::array();
     std::vector<int> missing, attached;
@@ -768,7 +1110,7 @@ std::string Server::StatusJson() const {
           {"alive", m->session != nullptr || g.seg->SlotHeld(r)},
           {"connected", m->session != nullptr},
           {"published", published},
-          {"device", m->device},
+          {"device", Clean(m->device)},
           {"blob_kind",
            !published                                                          ? "none"
            : slot->kind == static_cast<uint32_t>(ipc::BlobKind::kGpuIpcHandle) ? "gpu_ipc_handle"
@@ -785,8 +1127,9 @@ std::string Server::StatusJson() const {
     if (state == static_cast<uint32_t>(GroupState::kFailed)) {
       problems.push_back(
           {{"severity", "error"},
-           {"group", g.name},
-           {"message", g.Describe() + " FAILED: " + group["failure_reason"].get<std::string>()},
+           {"group", Clean(g.name)},
+           {"message",
+            Clean(g.Describe()) + " FAILED: " + group["failure_reason"].get<std::string>()},
            {"remedy",
             "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
             "attached: " +
@@ -797,8 +1140,8 @@ std::string Server::StatusJson() const {
                SecondsSince(h->created_unix_ms) > 5.0) {
       problems.push_back(
           {{"severity", "warning"},
-           {"group", g.name},
-           {"message", g.Describe() + " has waited " +
+           {"group", Clean(g.name)},
+           {"message", Clean(g.Describe()) + " has waited " +
                            std::to_string(static_cast<int>(SecondsSince(h->created_unix_ms))) +
                            " s for ranks " + ipc::RankList(missing)},
            {"remedy",
@@ -808,8 +1151,10 @@ std::string Server::StatusJson() const {
     groups.push_back(group);
   }
   doc["groups"] = groups;
-  ipc::SweepResult stale = ipc::SweepStale(::getuid(), /*dry_run=*/true, ours);
-  doc["stale_objects"] = stale.removed;
+  const ipc::SweepResult& stale = StaleObjects(ours);
+  json stale_names = json::array();
+  for (const auto& n : stale.removed) stale_names.push_back(Clean(n));
+  doc["stale_objects"] = stale_names;
   if (!stale.removed.empty()) {
     problems.push_back({{"severity", "warning"},
                         {"group", nullptr},
@@ -818,8 +1163,15 @@ std::string Server::StatusJson() const {
                                         "processes"},
                         {"remedy", "run `qrctl gc`"}});
   }
+  if (!stale.unknown.empty()) {
+    json other = json::array();
+    for (const auto& n : stale.unknown) other.push_back(Clean(n));
+    doc["other_objects"] = other;
+  }
   std::vector<std::string> foreign = ipc::ListForeignObjects(::getuid());
-  doc["foreign_objects"] = foreign;
+  json foreign_names = json::array();
+  for (const auto& n : foreign) foreign_names.push_back(Clean(n));  // anyone can name these
+  doc["foreign_objects"] = foreign_names;
   if (!foreign.empty()) {
     problems.push_back({{"severity", "warning"},
                         {"group", nullptr},
@@ -831,7 +1183,9 @@ std::string Server::StatusJson() const {
                                        ipc::UserPrefix(::getuid()).substr(1) + "*)"}});
   }
   doc["problems"] = problems;
-  return doc.dump();
+  // Every string above is clean; replacing is the backstop that keeps a
+  // missed one from throwing.
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace qr::broker

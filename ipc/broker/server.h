@@ -13,18 +13,34 @@
 // on the socket (directory 0700 when it creates it, socket 0600). Peers of
 // another uid are refused (SO_PEERCRED). Single-threaded: everything runs on
 // the io_context's thread.
+//
+// Limits (DESIGN.md, docs/broker.md "Reliability"): connections are capped in
+// total and per uid (other uids, which are only told no, get a few); a
+// connection that holds no rank must complete each request within
+// request_timeout; requests are small (ipc::kMaxRequestFrameBytes); each
+// connection gets a bounded number of requests per turn and is not read while
+// kPauseReadingBytes of its replies are unread; the status document and the
+// /dev/shm scan behind it are cached briefly. The broker watches its socket:
+// when the path no longer leads to the socket it bound (the directory was
+// removed, another broker took it over), it stops, leaving the path alone.
 #ifndef QR_IPC_BROKER_SERVER_H_
 #define QR_IPC_BROKER_SERVER_H_
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "asio.hpp"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "common/version.h"
+#include "ipc/gc.h"
 #include "ipc/wire.h"
 
 namespace qr::broker {
@@ -33,12 +49,30 @@ inline constexpr const char* kBrokerVersion = kVersion;
 
 struct ServerOptions {
   std::string socket_path;  // resolved already (ipc::ResolveSocketPath)
-  // How often adopted groups and join deadlines are checked.
+  // How often adopted groups, join deadlines, idle connections and the socket
+  // are checked.
   std::chrono::milliseconds tick{100};
+  // Connections open at once; lowered to fit the descriptor limit.
+  int max_connections = 4096;
+  // Connections of one uid at once (ours); another uid gets at most
+  // kMaxForeignConnections.
+  int max_connections_per_uid = 4096;
+  // A connection that holds no rank, or holds half a frame, is dropped when
+  // it has not completed a request for this long.
+  std::chrono::milliseconds request_timeout{5000};
+  // Group names whose last generation is remembered after their group ended
+  // (so a re-formed group gets a new generation); the oldest are forgotten.
+  size_t remembered_names = 4096;
+  // When stderr is a regular file (the autostart log), it is rotated to
+  // `<file>.1` once it exceeds this many bytes.
+  uint64_t max_log_bytes = 8 << 20;
 };
+
+inline constexpr int kMaxForeignConnections = 4;
 
 class Session;
 struct Group;
+using Socket = asio::local::stream_protocol::socket;
 
 class Server {
  public:
@@ -75,7 +109,14 @@ class Server {
   void Fail(Group& g, const std::string& reason, uint32_t abort_code);
   void Release(Group& g, int rank);
   void MaybeDestroy(const std::string& name);
-  std::string StatusJson() const;
+  void Remember(const std::string& name, uint64_t generation);
+  bool StillOurSocket() const;
+  void CheckIdleSessions(std::chrono::steady_clock::time_point now);
+  void CapLog();
+  bool AdmitConnection(Socket& socket, uint32_t uid, int32_t pid);
+  const std::string& StatusJson();
+  const ipc::SweepResult& StaleObjects(const std::set<std::string>& ours);
+  std::string BuildStatusJson();
 
   asio::io_context& io_;
   ServerOptions options_;
@@ -86,10 +127,34 @@ class Server {
   UniqueFd lock_fd_;
   bool stopped_ = false;
   bool listening_ = false;  // we hold the lock and bound the socket
+  dev_t socket_dev_ = 0;    // the socket we bound, to tell it from a successor's
+  ino_t socket_ino_ = 0;
   std::chrono::steady_clock::time_point started_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
   std::map<std::string, uint64_t> last_generation_;
+  std::deque<std::string> ended_names_;  // names without a group, oldest first
   std::map<Session*, std::shared_ptr<Session>> sessions_;
+  std::map<uint32_t, int> connections_per_uid_;
+  int max_connections_ = 0;
+  // Bumped on every change to groups_, so a cached document is never stale
+  // about formation (counters may lag by kStatusCacheAge).
+  uint64_t state_version_ = 0;
+  std::string status_cache_;
+  uint64_t status_cache_version_ = ~uint64_t{0};
+  std::chrono::steady_clock::time_point status_cache_time_{};
+  ipc::SweepResult stale_cache_;
+  std::chrono::steady_clock::time_point stale_cache_time_{};
+  struct timespec stale_cache_mtime_ {};
+  bool stale_cache_valid_ = false;
+  // Warnings about single connections, at most a few per second.
+  std::chrono::steady_clock::time_point warn_window_{};
+  int warnings_in_window_ = 0;
+  int warnings_suppressed_ = 0;
+
+ public:
+  // For the session objects: false when the warning should be dropped.
+  bool WarnBudget();
+  void CountClosed(uint32_t uid);
 };
 
 }  // namespace qr::broker

@@ -27,6 +27,16 @@ std::vector<std::vector<uint8_t>> Seeds() {
                                PublishedNotice{},
                                LeaveRequest{},
                                AbortRequest{"why"},
+                               // Non-ASCII: UTF-8 of 2, 3 and 4 bytes at the
+                               // length limit, and bytes that are not UTF-8.
+                               AbortRequest{std::string(85 * 3, 'x').replace(0, 255, [] {
+                                 std::string e;
+                                 for (int i = 0; i < 85; ++i) e += "\xE2\x82\xAC";
+                                 return e;
+                               }())},
+                               AbortRequest{"\xC3\xBC\xF0\x9F\x98\x80\xff\xfe\xc0\xaf"},
+                               ErrorReply{3, "\xED\xA0\x80 surrogate, \x1b[2J"},
+                               GroupFailedNotice{std::string(255, '\xC3')},
                                StatusRequest{},
                                JoinOk{"/quickreduce-0-g-1", 1, 1, 7},
                                ReadyNotice{1},

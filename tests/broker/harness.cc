@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,11 +13,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "common/status_macros.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
+#include "ipc/wire.h"
+#include "tools/qrctl_lib.h"
 
 namespace qr::testing {
 
@@ -39,7 +48,10 @@ std::string Runfile(const std::string& path) {
   return base + "/" + (ws ? ws : "quickreduce") + "/" + path;
 }
 
-std::string BrokerBinary() { return Runfile("ipc/broker/qr-broker"); }
+std::string BrokerBinary() {
+  const char* other = std::getenv("QR_TEST_BROKER_BIN");
+  return other != nullptr && *other != '\0' ? other : Runfile("ipc/broker/qr-broker");
+}
 
 BrokerProcess::~BrokerProcess() {
   if (pid_ > 0) Signal(SIGKILL);
@@ -49,7 +61,10 @@ void BrokerProcess::Start() {
   std::string bin = BrokerBinary();
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::execl(bin.c_str(), bin.c_str(), "--socket", socket_.c_str(), nullptr);
+    std::vector<char*> argv = {bin.data(), const_cast<char*>("--socket"), socket_.data()};
+    for (auto& a : extra_args_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
     ::_exit(127);
   }
   ASSERT_GT(pid_, 0);
@@ -179,6 +194,113 @@ std::string UniqueGroup(const std::string& base) {
   }();
   static int counter = 0;
   return base + "-" + tag + "-" + std::to_string(++counter);
+}
+
+int ConnectRaw(const std::string& socket) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::vector<uint8_t> ReadUntilEof(int fd, std::chrono::milliseconds timeout, bool* eof) {
+  std::vector<uint8_t> all;
+  if (eof != nullptr) *eof = false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    uint8_t buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) {
+      if (eof != nullptr) *eof = true;
+      break;
+    }
+    all.insert(all.end(), buf, buf + n);
+  }
+  return all;
+}
+
+std::vector<uint8_t> StatusBurst(size_t bytes) {
+  auto frame = ipc::EncodeFrame(ipc::StatusRequest{});
+  std::vector<uint8_t> out;
+  while (frame.ok() && out.size() + frame->size() <= bytes) {
+    out.insert(out.end(), frame->begin(), frame->end());
+  }
+  return out;
+}
+
+StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
+                                                  const std::string& group,
+                                                  std::chrono::milliseconds timeout) {
+  auto start = std::chrono::steady_clock::now();
+  ipc::JoinParams p0 = HostJoin(socket, group, 0, 2), p1 = HostJoin(socket, group, 1, 2);
+  p0.timeout = p1.timeout = timeout;
+  QR_ASSIGN_OR_RETURN(auto m0, ipc::GroupMembership::Join(p0));
+  QR_ASSIGN_OR_RETURN(auto m1, ipc::GroupMembership::Join(p1));
+  QR_RETURN_IF_ERROR(PublishBoth(*m0, *m1));
+  auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  QR_RETURN_IF_ERROR(m0->Leave());
+  QR_RETURN_IF_ERROR(m1->Leave());
+  return took;
+}
+
+ipc::GroupSegment::CreateParams OtherBrokerSegment(const std::string& group,
+                                                   const std::string& other_socket) {
+  ipc::GroupSegment::CreateParams p;
+  p.name = ipc::SegmentName(::getuid(), group, 1, std::random_device()());
+  p.group = group;
+  p.world_size = 2;
+  p.generation = 1;
+  p.socket_path = other_socket;
+  return p;
+}
+
+std::vector<std::unique_ptr<ipc::GroupSegment>> LiveForeignSegments(
+    int count, const std::string& other_socket) {
+  std::vector<std::unique_ptr<ipc::GroupSegment>> out;
+  std::string tag = UniqueGroup("busy");
+  for (int i = 0; i < count; ++i) {
+    ipc::GroupSegment::CreateParams p =
+        OtherBrokerSegment(tag + "-" + std::to_string(i), other_socket);
+    p.world_size = 8;
+    auto seg = ipc::GroupSegment::Create(p);
+    if (seg.ok()) out.push_back(std::move(*seg));
+  }
+  return out;
+}
+
+CtlRun Qrctl(std::vector<std::string> args) {
+  args.insert(args.begin(), "qrctl");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = tools::RunQrctl(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string EnterPrivateShm(size_t bytes) {
+  static const std::string result = [bytes]() -> std::string {
+    if (::getuid() != 0) return "needs root (a private mount namespace)";
+    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return std::string("making / private: ") + std::strerror(errno);
+    }
+    std::string opts = "size=" + std::to_string(bytes) + ",mode=1777";
+    if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+      return std::string("mounting a tmpfs on /dev/shm: ") + std::strerror(errno);
+    }
+    return "";
+  }();
+  return result;
 }
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

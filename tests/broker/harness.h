@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipc/group_client.h"
+#include "ipc/segment.h"
 
 namespace qr::testing {
 
@@ -29,12 +30,14 @@ class TempDir {
 
 // Absolute path of a runfile such as "ipc/broker/qr-broker".
 std::string Runfile(const std::string& path);
+// $QR_TEST_BROKER_BIN (to measure another build), else the runfile.
 std::string BrokerBinary();
 
 // A qr-broker child (fork + exec) serving `socket`.
 class BrokerProcess {
  public:
-  explicit BrokerProcess(std::string socket) : socket_(std::move(socket)) {}
+  explicit BrokerProcess(std::string socket, std::vector<std::string> extra_args = {})
+      : socket_(std::move(socket)), extra_args_(std::move(extra_args)) {}
   ~BrokerProcess();  // SIGKILLs a broker still running
   // Starts it and waits until it answers STATUS (fails the test otherwise).
   void Start();
@@ -46,6 +49,7 @@ class BrokerProcess {
 
  private:
   std::string socket_;
+  std::vector<std::string> extra_args_;  // after --socket PATH
   pid_t pid_ = -1;
 };
 
@@ -81,6 +85,41 @@ std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
 int CountOpenFds(pid_t pid);
 // Unique per test process.
 std::string UniqueGroup(const std::string& base);
+// A plain connected socket to the broker (for raw bytes), or -1.
+int ConnectRaw(const std::string& socket);
+// Reads fd until EOF or timeout; returns what arrived, *eof says which.
+std::vector<uint8_t> ReadUntilEof(int fd, std::chrono::milliseconds timeout, bool* eof = nullptr);
+// `bytes` bytes of back-to-back STATUS frames (a pipelining peer).
+std::vector<uint8_t> StatusBurst(size_t bytes);
+// Forms a two-rank host group (both ranks joined and READY) and leaves it;
+// returns how long Join to READY took, or the first error.
+StatusOr<std::chrono::microseconds> TimeFormation(const std::string& socket,
+                                                  const std::string& group,
+                                                  std::chrono::milliseconds timeout);
+// Parameters of generation 1 of a two-rank `group` of a broker serving
+// `other_socket` (so no broker under test adopts it).
+ipc::GroupSegment::CreateParams OtherBrokerSegment(const std::string& group,
+                                                   const std::string& other_socket);
+// `count` live group segments of a broker serving `other_socket` (this
+// process holds their locks): what a busy host's /dev/shm holds.
+std::vector<std::unique_ptr<ipc::GroupSegment>> LiveForeignSegments(
+    int count, const std::string& other_socket);
+
+// qrctl run in-process (tools::RunQrctl) with `args` after the program name.
+struct CtlRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+CtlRun Qrctl(std::vector<std::string> args);
+
+// Gives this process (and the children it starts later) a /dev/shm of its
+// own: a private mount namespace with a fresh tmpfs of `bytes` there. For
+// tests that plant hostile objects, which every other broker of this uid
+// would otherwise see. Needs root; returns why it could not (empty: done).
+// Once per process; later calls return the first call's result.
+std::string EnterPrivateShm(size_t bytes = 64 << 20);
+
 // Waits until pred() is true or timeout; returns pred().
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 

@@ -27,21 +27,6 @@ using ipc::GroupMembership;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct CtlRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CtlRun Qrctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "qrctl");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = tools::RunQrctl(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
 class QrctlTest : public ::testing::Test {
  protected:
   void SetUp() override {

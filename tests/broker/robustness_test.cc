@@ -104,7 +104,10 @@ TEST_F(RobustnessTest, UnknownTypesOversizedFramesAndOtherVersionsAreRefused) {
   };
   std::vector<Case> cases = {
       {frame_with(ipc::kProtocolVersion, 777, 0), StatusCode::kInvalidArgument, "unknown message type"},
-      {frame_with(ipc::kProtocolVersion, 1, 1u << 20), StatusCode::kInvalidArgument, "64 KiB"},
+      {frame_with(ipc::kProtocolVersion, 1, 1u << 20), StatusCode::kInvalidArgument,
+       "512-byte request limit"},
+      {frame_with(ipc::kProtocolVersion, 4, 600), StatusCode::kInvalidArgument,
+       "512-byte request limit"},
       {frame_with(9, 1, 0), StatusCode::kUnsupported, "protocol version 9"},
       {frame_with(ipc::kProtocolVersion, 65, 8), StatusCode::kInvalidArgument, "truncated"},  // READY, no payload
   };
