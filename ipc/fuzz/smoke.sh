@@ -16,7 +16,7 @@ if ! command -v "$clang" >/dev/null; then
 fi
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
 common=(ipc/wire.cc ipc/names.cc common/utf8.cc common/status.cc common/status_macros.cc
-  common/env.cc)
+  common/env.cc common/syscall.cc common/unique_fd.cc)
 "$clang" "${flags[@]}" ipc/fuzz/wire_fuzz.cc "${common[@]}" -o "$out/wire_fuzz"
 "$clang" "${flags[@]}" ipc/fuzz/status_fuzz.cc tools/qrctl_render.cc "${common[@]}" \
   -o "$out/status_fuzz"
