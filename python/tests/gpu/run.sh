@@ -32,9 +32,10 @@ python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
   python/tests/gpu/test_gpu.py 2>&1 | tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
-# shared-device mode. Known problem (docs/python.md): with torch 2.11 the
-# compiled fallback case stalls when it runs after the other test_torch.py
-# cases in one process; alone it passes in 7 s.
+# shared-device mode. All of test_torch.py in one process is the regression
+# test for forking ranks from a parent that already ran torch ops (the
+# compiled fallback case stalled that way with torch 2.11; harness.py now
+# starts them from a fork server).
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
   python/tests/test_torch.py python/tests/test_library.py 2>&1 | tee "$out/python-cpu.log"
