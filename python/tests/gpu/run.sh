@@ -15,14 +15,14 @@ mkdir -p "$out"
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+source "$root/tools/gpu/mps.sh"
+trap 'mps_stop "$out"' EXIT
 mps=0
 if (( ngpu >= 2 )); then
   export QR_TEST_GPUS=0,1
 elif (( ngpu == 1 )); then
   export QR_TEST_GPUS=0,0 QR_ALLOW_SHARED_DEVICE=1
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/qr-mps CUDA_MPS_LOG_DIRECTORY=/tmp/qr-mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && mps=1
+  mps_start && mps=1
 else
   echo "run.sh: no GPU" >&2
   exit 1
@@ -42,5 +42,4 @@ env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVI
 (( PIPESTATUS[0] == 0 )) || rc=1
 python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
   --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
-(( mps )) && echo quit | nvidia-cuda-mps-control
 exit "$rc"
