@@ -6,8 +6,10 @@
 #   source tools/gpu/mps.sh
 #   trap 'mps_stop "$out"' EXIT     # every exit path, including a kill
 #   mps_start || exit 1             # idempotent; exports CUDA_MPS_*_DIRECTORY
-# Each start gets a private pipe directory, so two scripts (or a script that
-# was killed earlier) never talk to each other's daemon.
+# The control daemon is one per machine: a second `-d` only says "An
+# instance of this daemon is already running". One left behind by a killed
+# run (its clients gone) is quit first, through the pipe directory in its
+# environment; then ours starts with a fresh pipe directory.
 
 mps_dir=""
 mps_ctl=""
@@ -20,6 +22,7 @@ mps_start() {
     echo "=== MPS: nvidia-cuda-mps-control not found"
     return 1
   fi
+  mps_quit_stale
   mps_dir=$(mktemp -d /tmp/qr-mps.XXXXXX)
   export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -31,6 +34,22 @@ mps_start() {
   sleep 0.2
   mps_pid=$(cat "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" 2>/dev/null || true)
   echo "=== MPS: control daemon ${mps_pid:+$mps_pid }started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+}
+
+mps_quit_stale() {
+  local pid pipe
+  for pid in $(pgrep -x nvidia-cuda-mps-control || true); do
+    pipe=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
+    pipe=${pipe:-/tmp/nvidia-mps}
+    echo "=== MPS: quitting a control daemon left running (pid $pid, pipes in $pipe)"
+    echo quit | CUDA_MPS_PIPE_DIRECTORY="$pipe" "$mps_ctl"
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && { echo "=== MPS: pid $pid did not quit; killing it"; kill -9 "$pid"; }
+  done
+  return 0
 }
 
 # mps_stop [dir]: quits the daemon (if this shell started one), waits for it,
