@@ -80,12 +80,12 @@ bool GroupSegment::Held(off_t offset) const {
 }
 
 Status GroupSegment::LockSlot(int rank) {
-  return Lock(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes),
+  return Lock(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kMemberSlotBytes),
               "the slot lock");
 }
 Status GroupSegment::LockBroker() { return Lock(0, "the broker lock"); }
 bool GroupSegment::SlotHeld(int rank) const {
-  return Held(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes));
+  return Held(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kMemberSlotBytes));
 }
 bool GroupSegment::BrokerHeld() const { return Held(0); }
 
@@ -100,7 +100,7 @@ bool GroupSegment::InUse() const {
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
   QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
   QR_RETURN_IF_ERROR(ValidateShmName(p.name));
-  const size_t bytes = SegmentBytes(p.world_size);
+  const size_t bytes = GroupSegmentBytes(p.world_size);
   QR_ASSIGN_OR_RETURN(int raw, SysCall("creating shared memory " + p.name, [&] {
                         return ::shm_open(p.name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
                                           S_IRUSR | S_IWUSR);
@@ -123,8 +123,8 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   std::unique_ptr<GroupSegment> seg(
       new GroupSegment(p.name, base, bytes, p.world_size, std::move(fd)));
   std::memset(base, 0, bytes);
-  auto* h = static_cast<SegmentHeader*>(base);
-  h->layout_version = kLayoutVersion;
+  auto* h = static_cast<GroupSegmentHeader*>(base);
+  h->layout_version = kGroupSegmentLayoutVersion;
   h->world_size = static_cast<uint32_t>(p.world_size);
   h->generation = p.generation;
   h->state = static_cast<uint32_t>(GroupState::kInit);
@@ -152,25 +152,25 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
   // Only our own 0600 objects: /dev/shm is world-writable, and another user's
   // object under one of our names must never be read, written or adopted.
   size_t size = 0;
-  QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, SegmentBytes(2), /*exact=*/false, &size));
-  if (size > SegmentBytes(kMaxRanks)) {
+  QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, GroupSegmentBytes(2), /*exact=*/false, &size));
+  if (size > GroupSegmentBytes(kMaxRanks)) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
                                 std::to_string(size) + ")");
   }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return ErrnoToStatus(errno, "mmap " + n);
   std::unique_ptr<GroupSegment> seg(new GroupSegment(n, base, size, 0, std::move(fd)));
-  auto* h = static_cast<SegmentHeader*>(base);
+  auto* h = static_cast<GroupSegmentHeader*>(base);
   if (LoadAcquire(&h->magic) != kSegmentMagic) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (bad magic)");
   }
-  if (h->layout_version != kLayoutVersion) {
+  if (h->layout_version != kGroupSegmentLayoutVersion) {
     return InvalidArgumentError(n + " has layout version " + std::to_string(h->layout_version) +
-                                ", this build reads " + std::to_string(kLayoutVersion));
+                                ", this build reads " + std::to_string(kGroupSegmentLayoutVersion));
   }
   int ws = static_cast<int>(h->world_size);
-  // A segment is exactly SegmentBytes(ws).
-  if (!ValidateWorldSize(ws).ok() || size != SegmentBytes(ws)) {
+  // A segment is exactly GroupSegmentBytes(ws).
+  if (!ValidateWorldSize(ws).ok() || size != GroupSegmentBytes(ws)) {
     return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws) +
                                 " for its " + std::to_string(size) + " bytes");
   }

@@ -329,14 +329,14 @@ namespace {
 // included, asked for it (QR_ALLOW_SHARED_DEVICE): a testing mode in which
 // every rank caps its grids so the kernels sharing a GPU fit on it together.
 Status CheckSharedDevice(const Group& g, const ipc::JoinRequest& req) {
-  if (req.device_id == ipc::kDeviceHost) return OkStatus();
+  if (req.device_id == ipc::kHostDeviceName) return OkStatus();
   int same = -1;  // a member on req's device
   bool shared = false;
   std::vector<int> unwilling;
   std::set<std::string> devices;
   for (int r = 0; r < g.world_size; ++r) {
     const auto& m = g.members[static_cast<size_t>(r)];
-    if (!m.has_value() || m->device == ipc::kDeviceHost) continue;
+    if (!m.has_value() || m->device == ipc::kHostDeviceName) continue;
     if (!devices.insert(m->device).second) shared = true;
     if (m->device == req.device_id && same < 0) same = r;
     if (!m->allow_shared_device) unwilling.push_back(r);
@@ -441,7 +441,7 @@ void Server::Adopt() {
   for (const std::string& name : ipc::ListUserObjects(::getuid())) {
     auto seg = ipc::GroupSegment::Open(name);
     if (!seg.ok()) continue;
-    ipc::SegmentHeader* h = (*seg)->header();
+    ipc::GroupSegmentHeader* h = (*seg)->header();
     // Groups belong to the broker of one socket (several may run, e.g. in
     // tests); another live broker's groups (it holds the lock) are not ours.
     if (ipc::ReadField(h->socket_path, sizeof(h->socket_path)) != options_.socket_path ||
@@ -914,7 +914,7 @@ void Server::HandlePublished(const std::shared_ptr<Session>& s) {
   for (const auto& other : g.members) {
     if (!other.has_value() || !other->published) return;
   }
-  ipc::SegmentHeader* h = g.seg->header();
+  ipc::GroupSegmentHeader* h = g.seg->header();
   StoreRelease(&h->ready_unix_ms, ipc::NowUnixMs());
   StoreRelease(&h->state, static_cast<uint32_t>(GroupState::kReady));
   spdlog::info("{} is READY", g.Describe());
@@ -950,7 +950,7 @@ void Server::HandleAbort(const std::shared_ptr<Session>& s, const ipc::AbortRequ
 }
 
 void Server::Fail(Group& g, const std::string& reason, uint32_t abort_code) {
-  ipc::SegmentHeader* h = g.seg->header();
+  ipc::GroupSegmentHeader* h = g.seg->header();
   uint32_t expected = ipc::kAbortNone;
   __atomic_compare_exchange_n(g.seg->abort_word(), &expected, abort_code, false, __ATOMIC_ACQ_REL,
                               __ATOMIC_ACQUIRE);
@@ -1069,7 +1069,7 @@ std::string Server::BuildStatusJson() {
   std::set<std::string> ours;
   for (const auto& [name, gp] : groups_) {
     const Group& g = *gp;
-    const ipc::SegmentHeader* h = g.seg->header();
+    const ipc::GroupSegmentHeader* h = g.seg->header();
     ours.insert(g.seg->name());
     uint32_t state = g.state();
     json group = {

@@ -140,7 +140,7 @@ ipc::JoinParams HostJoin(const std::string& socket, const std::string& group, in
   p.group = group;
   p.rank = rank;
   p.world_size = world_size;
-  p.device_id = std::string(ipc::kDeviceHost);
+  p.device_id = std::string(ipc::kHostDeviceName);
   p.buffer_bytes = 1 << 20;
   p.timeout = std::chrono::milliseconds(10000);
   p.autostart = false;
