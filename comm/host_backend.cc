@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"

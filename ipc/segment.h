@@ -32,8 +32,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/shm_object.h"
 #include "common/status.h"
-#include "common/unique_fd.h"
 
 namespace qr::ipc {
 
@@ -145,17 +145,15 @@ class GroupSegment {
   GroupSegment(const GroupSegment&) = delete;
   GroupSegment& operator=(const GroupSegment&) = delete;
 
-  GroupSegmentHeader* header() const { return static_cast<GroupSegmentHeader*>(base_); }
-  uint32_t* abort_word() const {
-    return reinterpret_cast<uint32_t*>(static_cast<char*>(base_) + kAbortPageOffset);
-  }
-  void* abort_page() const { return static_cast<char*>(base_) + kAbortPageOffset; }
+  GroupSegmentHeader* header() const { return static_cast<GroupSegmentHeader*>(mapping_.data()); }
+  uint32_t* abort_word() const { return reinterpret_cast<uint32_t*>(base() + kAbortPageOffset); }
+  void* abort_page() const { return base() + kAbortPageOffset; }
   MemberSlot* slot(int rank) const {
-    return reinterpret_cast<MemberSlot*>(static_cast<char*>(base_) + kSlotsOffset +
+    return reinterpret_cast<MemberSlot*>(base() + kSlotsOffset +
                                          static_cast<size_t>(rank) * kMemberSlotBytes);
   }
   int world_size() const { return world_size_; }
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return mapping_.name(); }
 
   // Takes rank's slot lock (a member, after Join) or the broker's lock, held
   // until this object is destroyed. kAlreadyExists if a live process holds it.
@@ -169,14 +167,15 @@ class GroupSegment {
   bool InUse() const;
 
  private:
-  GroupSegment(std::string name, void* base, size_t mapped_bytes, int world_size, UniqueFd fd);
+  GroupSegment(ShmMapping mapping, int world_size)
+      : mapping_(std::move(mapping)), world_size_(world_size) {}
+  char* base() const { return static_cast<char*>(mapping_.data()); }
   Status Lock(off_t offset, const char* what);
   bool Held(off_t offset) const;
 
-  std::string name_;
-  UniqueFd fd_;  // for the record locks; closed (dropping them) on destruction
-  void* base_;
-  size_t mapped_bytes_;
+  // Its descriptor carries the record locks; closed (dropping them) on
+  // destruction. Never owns the name.
+  ShmMapping mapping_;
   int world_size_;
 };
 

@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <random>
 
 #include "gmock/gmock.h"

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/broker_client.h"
