@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
@@ -107,7 +107,7 @@ class HostBackend final : public Backend {
     reduced_.resize(static_cast<size_t>(k::SegmentElems(world_size)));
   }
 
-  std::string device_id() const override { return std::string(ipc::kDeviceHost); }
+  std::string device_id() const override { return std::string(ipc::kHostDeviceName); }
   uint64_t buffer_bytes() const override { return SegmentBytes(); }
   ipc::BlobKind blob_kind() const override { return ipc::BlobKind::kHostSegment; }
 

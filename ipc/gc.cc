@@ -133,7 +133,7 @@ Examined Examine(const std::string& name, uint32_t uid) {
   if (magic != kSegmentMagic) {
     e.kind = Kind::kData;
   } else {
-    e.kind = e.version == kLayoutVersion ? Kind::kSegment : Kind::kOtherVersion;
+    e.kind = e.version == kGroupSegmentLayoutVersion ? Kind::kSegment : Kind::kOtherVersion;
   }
   return e;
 }

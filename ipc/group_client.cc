@@ -27,17 +27,6 @@ std::string Unexpected(const Message& m, const char* when) {
 
 }  // namespace
 
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + s + "]";
-}
-
-std::string MissingRanksText(const std::vector<int>& absent, const std::vector<int>& unpublished) {
-  return "ranks " + RankList(absent) + " never joined, ranks " + RankList(unpublished) +
-         " joined but did not publish";
-}
-
 StatusOr<bool> AutostartFromEnv() { return EnvBool({"QR_BROKER_AUTOSTART"}, true); }
 
 GroupMembership::GroupMembership() = default;
@@ -108,7 +97,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
     (void)s;
     return locked.WithContext("joining group " + p.group);
   }
-  SegmentHeader* h = m->segment_->header();
+  GroupSegmentHeader* h = m->segment_->header();
   if (static_cast<int>(h->world_size) != p.world_size || h->generation != ok->generation) {
     // Leave() tells the broker so the rank is not held.
     Status s = m->Leave();
@@ -177,7 +166,7 @@ Status GroupMembership::WaitReady(std::chrono::steady_clock::time_point deadline
 
 Status GroupMembership::MissingRanksTimeout() const {
   std::vector<int> absent, unpublished;
-  const SegmentHeader* h = segment_->header();
+  const GroupSegmentHeader* h = segment_->header();
   for (int r = 0; r < world_size_; ++r) {
     if (LoadAcquire(&segment_->slot(r)->published) != 0) continue;
     (LoadAcquire(&h->joined_pid[r]) == 0 ? absent : unpublished).push_back(r);
@@ -234,7 +223,7 @@ Status GroupMembership::Check() {
   if (segment_ == nullptr) return InvalidArgumentError("Check after Leave");
   uint32_t word = LoadAcquire(segment_->abort_word());
   if (word != kAbortNone) {
-    const SegmentHeader* h = segment_->header();
+    const GroupSegmentHeader* h = segment_->header();
     std::string reason;
     if (LoadAcquire(&h->state) == static_cast<uint32_t>(GroupState::kFailed)) {
       reason = SanitizeUtf8(ReadField(h->failure_reason, sizeof(h->failure_reason)));

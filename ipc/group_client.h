@@ -3,7 +3,7 @@
 //
 //   JoinParams p;
 //   p.group = "tp0"; p.rank = r; p.world_size = 4;
-//   p.device_id = "0000:1b:00.0";          // or kDeviceHost for the host backend
+//   p.device_id = "0000:1b:00.0";          // or kHostDeviceName for the host backend
 //   p.buffer_bytes = geometry;             // must match across members
 //   QR_ASSIGN_OR_RETURN(auto m, GroupMembership::Join(p));
 //   QR_RETURN_IF_ERROR(m->PublishAndWaitReady(BlobKind::kGpuIpcHandle, handle));
@@ -50,31 +50,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ipc/group_types.h"
 
 namespace qr::ipc {
 
 class GroupSegment;      // ipc/segment.h
 class BrokerConnection;  // ipc/broker_client.h
 
-// What a member's 64-byte blob holds.
-enum class BlobKind : uint32_t {
-  kNone = 0,
-  kGpuIpcHandle = 1,  // a GPU runtime IPC memory handle (64 raw bytes)
-  kHostSegment = 2,   // a NUL-terminated shm object name (the host backend)
-};
-
-inline constexpr size_t kBlobBytes = 64;
 inline constexpr std::chrono::milliseconds kWatchdogPeriod{10};
-// device_id of host-backend members: exempt from the same-device check.
-inline constexpr std::string_view kDeviceHost = "host";
-// What is counted per member for qrctl: two-shot calls per codec, indexed by
-// qr_regime (FP, INT8, INT6, INT4, INT3), then one-shot calls (exact values
-// whatever the regime).
-inline constexpr int kNumCounters = 6;
-inline constexpr int kOneShotCounter = 5;
-// Their names, as qrctl and the broker's status document spell them.
-inline constexpr const char* kCounterNames[kNumCounters] = {"FP",   "INT8", "INT6",
-                                                           "INT4", "INT3", "one-shot"};
 
 struct MemberInfo {
   int rank = -1;
@@ -93,7 +76,7 @@ struct JoinParams {
   std::string group;   // [A-Za-z0-9._-]{1,63}
   int rank = -1;       // [0, world_size)
   int world_size = 0;  // 2, 4 or 8
-  // GPU PCI bus id / UUID (at most 63 bytes, printable); kDeviceHost for the
+  // GPU PCI bus id / UUID (at most 63 bytes, printable); kHostDeviceName for the
   // host backend. Two members of one group may not name the same GPU unless
   // every member sets allow_shared_device.
   std::string device_id;
@@ -111,12 +94,6 @@ struct JoinParams {
   // Callers usually set this from $QR_BROKER_AUTOSTART (default on).
   bool autostart = true;
 };
-
-// "[0, 3]": ranks as messages list them.
-std::string RankList(const std::vector<int>& ranks);
-// What a join timeout says, from the broker and from a client alike: "ranks
-// [..] never joined, ranks [..] joined but did not publish".
-std::string MissingRanksText(const std::vector<int>& absent, const std::vector<int>& unpublished);
 
 // Reads $QR_BROKER_AUTOSTART (default true). kInvalidArgument naming the
 // variable for a bad value.

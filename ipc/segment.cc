@@ -44,17 +44,7 @@ std::string ReadField(const char* src, size_t src_bytes) {
   return std::string(src, strnlen(src, src_bytes));
 }
 
-GroupSegment::GroupSegment(std::string name, void* base, size_t mapped_bytes, int world_size,
-                           UniqueFd fd)
-    : name_(std::move(name)),
-      fd_(std::move(fd)),
-      base_(base),
-      mapped_bytes_(mapped_bytes),
-      world_size_(world_size) {}
-
-GroupSegment::~GroupSegment() {
-  if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
-}
+GroupSegment::~GroupSegment() = default;
 
 Status GroupSegment::Lock(off_t offset, const char* what) {
   struct flock fl {};
@@ -62,11 +52,11 @@ Status GroupSegment::Lock(off_t offset, const char* what) {
   fl.l_whence = SEEK_SET;
   fl.l_start = offset;
   fl.l_len = 1;
-  if (RetryOnEintr([&] { return ::fcntl(fd_.get(), F_OFD_SETLK, &fl); }) == 0) return OkStatus();
+  if (RetryOnEintr([&] { return ::fcntl(mapping_.fd(), F_OFD_SETLK, &fl); }) == 0) return OkStatus();
   if (errno == EAGAIN || errno == EACCES) {
-    return AlreadyExistsError(std::string(what) + " of " + name_ + " is held by a live process");
+    return AlreadyExistsError(std::string(what) + " of " + name() + " is held by a live process");
   }
-  return ErrnoToStatus(errno, "locking " + name_);
+  return ErrnoToStatus(errno, "locking " + name());
 }
 
 bool GroupSegment::Held(off_t offset) const {
@@ -75,17 +65,17 @@ bool GroupSegment::Held(off_t offset) const {
   fl.l_whence = SEEK_SET;
   fl.l_start = offset;
   fl.l_len = 1;
-  if (RetryOnEintr([&] { return ::fcntl(fd_.get(), F_OFD_GETLK, &fl); }) != 0) return true;
+  if (RetryOnEintr([&] { return ::fcntl(mapping_.fd(), F_OFD_GETLK, &fl); }) != 0) return true;
   return fl.l_type != F_UNLCK;
 }
 
 Status GroupSegment::LockSlot(int rank) {
-  return Lock(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes),
+  return Lock(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kMemberSlotBytes),
               "the slot lock");
 }
 Status GroupSegment::LockBroker() { return Lock(0, "the broker lock"); }
 bool GroupSegment::SlotHeld(int rank) const {
-  return Held(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kSlotBytes));
+  return Held(static_cast<off_t>(kSlotsOffset + static_cast<size_t>(rank) * kMemberSlotBytes));
 }
 bool GroupSegment::BrokerHeld() const { return Held(0); }
 
@@ -100,31 +90,13 @@ bool GroupSegment::InUse() const {
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
   QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
   QR_RETURN_IF_ERROR(ValidateShmName(p.name));
-  const size_t bytes = SegmentBytes(p.world_size);
-  QR_ASSIGN_OR_RETURN(int raw, SysCall("creating shared memory " + p.name, [&] {
-                        return ::shm_open(p.name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-                                          S_IRUSR | S_IWUSR);
-                      }));
-  UniqueFd fd(raw);
-  // From here on the name is ours: remove it if anything below fails.
-  auto fail = [&](Status s) {
-    ::shm_unlink(p.name.c_str());
-    return s;
-  };
-  // The umask can only take bits off; be explicit all the same.
-  if (::fchmod(fd.get(), S_IRUSR | S_IWUSR) != 0) {
-    return fail(ErrnoToStatus(errno, "fchmod " + p.name));
-  }
-  // Reserved, not just sized: a full /dev/shm fails here, not with SIGBUS below.
-  Status reserved = ReserveShm(fd.get(), p.name, bytes);
-  if (!reserved.ok()) return fail(reserved);
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap " + p.name));
-  std::unique_ptr<GroupSegment> seg(
-      new GroupSegment(p.name, base, bytes, p.world_size, std::move(fd)));
-  std::memset(base, 0, bytes);
-  auto* h = static_cast<SegmentHeader*>(base);
-  h->layout_version = kLayoutVersion;
+  // Exclusive, 0600, reserved (a full /dev/shm fails here, not with SIGBUS
+  // below). The mapping owns the name until the end: anything failing on the
+  // way removes it.
+  QR_ASSIGN_OR_RETURN(ShmMapping mapping, ShmMapping::Create(p.name, GroupSegmentBytes(p.world_size)));
+  std::memset(mapping.data(), 0, mapping.size());
+  auto* h = static_cast<GroupSegmentHeader*>(mapping.data());
+  h->layout_version = kGroupSegmentLayoutVersion;
   h->world_size = static_cast<uint32_t>(p.world_size);
   h->generation = p.generation;
   h->state = static_cast<uint32_t>(GroupState::kInit);
@@ -134,43 +106,39 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   h->created_unix_ms = NowUnixMs();
   CopyField(h->group, sizeof(h->group), p.group);
   CopyField(h->socket_path, sizeof(h->socket_path), p.socket_path);
+  std::unique_ptr<GroupSegment> seg(new GroupSegment(std::move(mapping), p.world_size));
   // Locked before the magic is visible, so no sweep ever sees it unowned.
   Status locked = seg->LockBroker();
-  if (!locked.ok()) return fail(locked);
+  if (!locked.ok()) return locked;
   StoreRelease(&h->magic, kSegmentMagic);
+  // Removal is explicit from now on (Remove, ipc/gc.h).
+  seg->mapping_.Disown();
   return seg;
 }
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name) {
   std::string n(name);
   QR_RETURN_IF_ERROR(ValidateShmName(n));
-  // glibc's shm_open adds O_NOFOLLOW.
-  QR_ASSIGN_OR_RETURN(int raw, SysCall("opening shared memory " + n, [&] {
-                        return ::shm_open(n.c_str(), O_RDWR | O_CLOEXEC, 0);
-                      }));
-  UniqueFd fd(raw);
   // Only our own 0600 objects: /dev/shm is world-writable, and another user's
   // object under one of our names must never be read, written or adopted.
-  size_t size = 0;
-  QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, SegmentBytes(2), /*exact=*/false, &size));
-  if (size > SegmentBytes(kMaxRanks)) {
+  QR_ASSIGN_OR_RETURN(ShmMapping mapping, ShmMapping::OpenWhole(n, GroupSegmentBytes(2)));
+  const size_t size = mapping.size();
+  if (size > GroupSegmentBytes(kMaxRanks)) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
                                 std::to_string(size) + ")");
   }
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return ErrnoToStatus(errno, "mmap " + n);
-  std::unique_ptr<GroupSegment> seg(new GroupSegment(n, base, size, 0, std::move(fd)));
-  auto* h = static_cast<SegmentHeader*>(base);
+  std::unique_ptr<GroupSegment> seg(new GroupSegment(std::move(mapping), 0));
+  auto* h = seg->header();
   if (LoadAcquire(&h->magic) != kSegmentMagic) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (bad magic)");
   }
-  if (h->layout_version != kLayoutVersion) {
+  if (h->layout_version != kGroupSegmentLayoutVersion) {
     return InvalidArgumentError(n + " has layout version " + std::to_string(h->layout_version) +
-                                ", this build reads " + std::to_string(kLayoutVersion));
+                                ", this build reads " + std::to_string(kGroupSegmentLayoutVersion));
   }
   int ws = static_cast<int>(h->world_size);
-  // A segment is exactly SegmentBytes(ws).
-  if (!ValidateWorldSize(ws).ok() || size != SegmentBytes(ws)) {
+  // A segment is exactly GroupSegmentBytes(ws).
+  if (!ValidateWorldSize(ws).ok() || size != GroupSegmentBytes(ws)) {
     return InvalidArgumentError(n + " has an inconsistent world size " + std::to_string(ws) +
                                 " for its " + std::to_string(size) + " bytes");
   }

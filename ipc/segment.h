@@ -2,7 +2,7 @@
 // `/quickreduce-<uid>-<group>-<generation>-<nonce>` (ipc/names.h), mode 0600.
 //
 // Layout (layout version 1, all integers little-endian, offsets fixed):
-//   [0, 4096)        SegmentHeader, written only by the broker.
+//   [0, 4096)        GroupSegmentHeader, written only by the broker.
 //   [4096, 8192)     the abort page: the abort word at offset 0. The broker
 //                    raises it when a member dies; a member raises it when it
 //                    gives up. Page-aligned so a GPU can map the page.
@@ -32,19 +32,19 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/shm_object.h"
 #include "common/status.h"
-#include "common/unique_fd.h"
 
 namespace qr::ipc {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455352425151ull;  // "QQBRSEG1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kGroupSegmentLayoutVersion = 1;
 inline constexpr int kMaxRanks = 8;
 inline constexpr size_t kPageBytes = 4096;
 inline constexpr size_t kAbortPageOffset = 4096;
 inline constexpr size_t kSlotsOffset = 8192;
-inline constexpr size_t kSlotBytes = 512;
-inline constexpr int kMaxCounters = 8;  // >= kNumCounters (group_client.h)
+inline constexpr size_t kMemberSlotBytes = 512;
+inline constexpr int kMaxCounters = 8;  // >= kNumCounters (ipc/group_types.h)
 
 enum class GroupState : uint32_t { kInit = 0, kReady = 1, kFailed = 2 };
 const char* GroupStateName(uint32_t state);  // "INIT", "READY", "FAILED", "UNKNOWN"
@@ -54,7 +54,7 @@ inline constexpr uint32_t kAbortNone = 0;
 inline constexpr uint32_t kAbortMemberDied = 1;  // broker: a member died
 inline constexpr uint32_t kAbortRaised = 2;      // a member gave up
 
-struct SegmentHeader {
+struct GroupSegmentHeader {
   uint64_t magic;
   uint32_t layout_version;
   uint32_t world_size;
@@ -77,12 +77,12 @@ struct MemberSlot {
   uint32_t published;  // atomic; 1 once the fields below are written
   uint32_t left;       // atomic; 1 once the member left cleanly
   int32_t pid;
-  uint32_t kind;  // BlobKind
+  uint32_t kind;  // BlobKind (ipc/group_types.h)
   uint64_t buffer_bytes;
   uint64_t published_unix_ms;
   char device_id[64];
   uint8_t blob[64];
-  uint64_t ops[kMaxCounters];      // atomic, per counter (group_client.h)
+  uint64_t ops[kMaxCounters];      // atomic, per counter (ipc/group_types.h)
   uint64_t bytes[kMaxCounters];    // atomic, per counter
   uint64_t last_progress_unix_ms;  // atomic
   char abort_reason[128];          // written before the member raises abort
@@ -91,14 +91,14 @@ struct MemberSlot {
   uint64_t agreed;
 };
 
-static_assert(std::is_trivially_copyable_v<SegmentHeader>);
+static_assert(std::is_trivially_copyable_v<GroupSegmentHeader>);
 static_assert(std::is_trivially_copyable_v<MemberSlot>);
-static_assert(sizeof(SegmentHeader) <= kPageBytes);
-static_assert(sizeof(MemberSlot) <= kSlotBytes);
+static_assert(sizeof(GroupSegmentHeader) <= kPageBytes);
+static_assert(sizeof(MemberSlot) <= kMemberSlotBytes);
 
 // Total bytes of a segment for world_size ranks.
-constexpr size_t SegmentBytes(int world_size) {
-  return kSlotsOffset + static_cast<size_t>(world_size) * kSlotBytes;
+constexpr size_t GroupSegmentBytes(int world_size) {
+  return kSlotsOffset + static_cast<size_t>(world_size) * kMemberSlotBytes;
 }
 
 uint64_t NowUnixMs();
@@ -145,17 +145,15 @@ class GroupSegment {
   GroupSegment(const GroupSegment&) = delete;
   GroupSegment& operator=(const GroupSegment&) = delete;
 
-  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
-  uint32_t* abort_word() const {
-    return reinterpret_cast<uint32_t*>(static_cast<char*>(base_) + kAbortPageOffset);
-  }
-  void* abort_page() const { return static_cast<char*>(base_) + kAbortPageOffset; }
+  GroupSegmentHeader* header() const { return static_cast<GroupSegmentHeader*>(mapping_.data()); }
+  uint32_t* abort_word() const { return reinterpret_cast<uint32_t*>(base() + kAbortPageOffset); }
+  void* abort_page() const { return base() + kAbortPageOffset; }
   MemberSlot* slot(int rank) const {
-    return reinterpret_cast<MemberSlot*>(static_cast<char*>(base_) + kSlotsOffset +
-                                         static_cast<size_t>(rank) * kSlotBytes);
+    return reinterpret_cast<MemberSlot*>(base() + kSlotsOffset +
+                                         static_cast<size_t>(rank) * kMemberSlotBytes);
   }
   int world_size() const { return world_size_; }
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return mapping_.name(); }
 
   // Takes rank's slot lock (a member, after Join) or the broker's lock, held
   // until this object is destroyed. kAlreadyExists if a live process holds it.
@@ -169,14 +167,15 @@ class GroupSegment {
   bool InUse() const;
 
  private:
-  GroupSegment(std::string name, void* base, size_t mapped_bytes, int world_size, UniqueFd fd);
+  GroupSegment(ShmMapping mapping, int world_size)
+      : mapping_(std::move(mapping)), world_size_(world_size) {}
+  char* base() const { return static_cast<char*>(mapping_.data()); }
   Status Lock(off_t offset, const char* what);
   bool Held(off_t offset) const;
 
-  std::string name_;
-  UniqueFd fd_;  // for the record locks; closed (dropping them) on destruction
-  void* base_;
-  size_t mapped_bytes_;
+  // Its descriptor carries the record locks; closed (dropping them) on
+  // destruction. Never owns the name.
+  ShmMapping mapping_;
   int world_size_;
 };
 

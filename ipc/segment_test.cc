@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -62,7 +61,7 @@ TEST(SegmentTest, CreateOpenRoundTripAndMode0600) {
   struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm" + p.name).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(static_cast<size_t>(st.st_size), SegmentBytes(4));
+  EXPECT_EQ(static_cast<size_t>(st.st_size), GroupSegmentBytes(4));
   ASSERT_OK_AND_ASSIGN(auto again, GroupSegment::Open(p.name));
   EXPECT_EQ(again->world_size(), 4);
   EXPECT_EQ(again->header()->generation, 1u);

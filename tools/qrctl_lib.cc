@@ -13,7 +13,6 @@
 #include "common/utf8.h"
 #include "ipc/broker_client.h"
 #include "ipc/gc.h"
-#include "ipc/group_client.h"
 #include "ipc/names.h"
 #include "tools/qrctl_render.h"
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/utf8.h"
-#include "ipc/group_client.h"
+#include "ipc/group_types.h"
 
 namespace qr::tools {
 namespace {

@@ -1,5 +1,7 @@
-// The qr-broker daemon's logic: group formation over a Unix socket and POSIX
-// shared memory (DESIGN.md "The control path (broker)").
+// The qr-broker daemon: listens on a Unix socket, admits connections, runs
+// the tick, stops on signals (DESIGN.md "The control path (broker)"). The
+// parts: session.h (one connection's transport), registry.h (groups, their
+// state machine, adoption), status_doc.h (what qrctl reads).
 //
 //   asio::io_context io;
 //   QR_ASSIGN_OR_RETURN(auto server, Server::Start(io, {socket_path}));
@@ -30,17 +32,17 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <deque>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "asio.hpp"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "common/version.h"
-#include "ipc/gc.h"
+#include "ipc/broker/registry.h"
+#include "ipc/broker/session.h"
+#include "ipc/broker/status_doc.h"
 #include "ipc/wire.h"
 
 namespace qr::broker {
@@ -70,11 +72,7 @@ struct ServerOptions {
 
 inline constexpr int kMaxForeignConnections = 4;
 
-class Session;
-struct Group;
-using Socket = asio::local::stream_protocol::socket;
-
-class Server {
+class Server final : private SessionOwner {
  public:
   // Errors: kAlreadyExists (another broker holds the lock), kUnavailable /
   // kInternal (cannot create the directory, bind or listen).
@@ -91,32 +89,22 @@ class Server {
   // broker adopts them. Idempotent.
   void Stop();
 
-  // For the session objects.
-  void OnMessage(const std::shared_ptr<Session>& s, ipc::Message m);
-  void OnDisconnect(const std::shared_ptr<Session>& s);
-
  private:
   Server(asio::io_context& io, ServerOptions options);
   Status Listen();
-  void Adopt();
+  void LimitConnections();
   void Accept();
   void Tick();
-  void HandleJoin(const std::shared_ptr<Session>& s, const ipc::JoinRequest& req);
-  void HandlePublished(const std::shared_ptr<Session>& s);
-  void HandleLeave(const std::shared_ptr<Session>& s);
-  void HandleAbort(const std::shared_ptr<Session>& s, const ipc::AbortRequest& req);
-  void Refuse(const std::shared_ptr<Session>& s, const Status& status);
-  void Fail(Group& g, const std::string& reason, uint32_t abort_code);
-  void Release(Group& g, int rank);
-  void MaybeDestroy(const std::string& name);
-  void Remember(const std::string& name, uint64_t generation);
   bool StillOurSocket() const;
   void CheckIdleSessions(std::chrono::steady_clock::time_point now);
-  void CapLog();
+  void DropIdleForLimit(uint32_t uid, bool total_full, int limit);
   bool AdmitConnection(Socket& socket, uint32_t uid, int32_t pid);
-  const std::string& StatusJson();
-  const ipc::SweepResult& StaleObjects(const std::set<std::string>& ours);
-  std::string BuildStatusJson();
+  void CountClosed(uint32_t uid);
+
+  // SessionOwner
+  void OnRequest(const std::shared_ptr<Session>& s, ipc::Message m) override;
+  void OnClosed(const std::shared_ptr<Session>& s) override;
+  bool WarnBudget() override;
 
   asio::io_context& io_;
   ServerOptions options_;
@@ -130,31 +118,15 @@ class Server {
   dev_t socket_dev_ = 0;    // the socket we bound, to tell it from a successor's
   ino_t socket_ino_ = 0;
   std::chrono::steady_clock::time_point started_;
-  std::map<std::string, std::unique_ptr<Group>> groups_;
-  std::map<std::string, uint64_t> last_generation_;
-  std::deque<std::string> ended_names_;  // names without a group, oldest first
+  Registry registry_;
+  StatusDocument status_;
   std::map<Session*, std::shared_ptr<Session>> sessions_;
   std::map<uint32_t, int> connections_per_uid_;
   int max_connections_ = 0;
-  // Bumped on every change to groups_, so a cached document is never stale
-  // about formation (counters may lag by kStatusCacheAge).
-  uint64_t state_version_ = 0;
-  std::string status_cache_;
-  uint64_t status_cache_version_ = ~uint64_t{0};
-  std::chrono::steady_clock::time_point status_cache_time_{};
-  ipc::SweepResult stale_cache_;
-  std::chrono::steady_clock::time_point stale_cache_time_{};
-  struct timespec stale_cache_mtime_ {};
-  bool stale_cache_valid_ = false;
   // Warnings about single connections, at most a few per second.
   std::chrono::steady_clock::time_point warn_window_{};
   int warnings_in_window_ = 0;
   int warnings_suppressed_ = 0;
-
- public:
-  // For the session objects: false when the warning should be dropped.
-  bool WarnBudget();
-  void CountClosed(uint32_t uid);
 };
 
 }  // namespace qr::broker

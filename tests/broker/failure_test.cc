@@ -117,8 +117,8 @@ Record Next(Pipe& pipe) {
 class FailureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock");
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock");
+    ASSERT_OK(broker_->Start());
   }
   std::string socket() const { return broker_->socket(); }
   // The group named `name` in the broker's status, or null.
@@ -214,7 +214,7 @@ TEST_F(FailureTest, BrokerSigkillAndRestartLeaveARunningGroupAlone) {
 
   EXPECT_EQ(broker_->Signal(SIGKILL), 128 + SIGKILL);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  broker_->Start();  // sweeps stale objects, adopts ours
+  ASSERT_OK(broker_->Start());  // sweeps stale objects, adopts ours
   EXPECT_EQ(ShmObjectsWithPrefix(seg_prefix).size(), 1u);
   nlohmann::json g = FindGroup(group);
   ASSERT_FALSE(g.is_null()) << StatusDoc().dump(2);
@@ -244,7 +244,7 @@ TEST_F(FailureTest, AdoptedGroupStillDetectsADeadMember) {
   ASSERT_EQ(Next(pipe).tag, 'R');
   ASSERT_EQ(Next(pipe).tag, 'R');
   broker_->Signal(SIGKILL);
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   int64_t killed_at = MonotonicNs();
   ::kill(victim, SIGKILL);
   Record f = Next(pipe);
@@ -279,7 +279,7 @@ TEST_F(FailureTest, SigtermStopsCleanlyAndLeavesGroupsRunning) {
   EXPECT_EQ(Next(pipe).tag, 'D');
   EXPECT_EQ(Next(pipe).tag, 'D');
   // Both left without a broker; the next broker's start-up sweep removes it.
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   EXPECT_TRUE(ShmObjectsWithPrefix(seg_prefix).empty());
   EXPECT_EQ(broker_->Signal(SIGINT), 0);
 }
@@ -304,7 +304,7 @@ TEST_F(FailureTest, StartRemovesStaleSegmentsAndTheirDataObjects) {
   // (Not checked in between: brokers of tests running beside this one sweep
   // this uid's stale objects too.)
   ASSERT_EQ(WaitChild(creator), 0);
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   EXPECT_TRUE(ShmObjectsWithPrefix(name).empty());
   // The next generation of that name continues after the swept one... or
   // restarts; either way a join works.

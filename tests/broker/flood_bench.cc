@@ -71,8 +71,11 @@ int Main(int argc, char** argv) {
   TempDir dir;
   const std::string socket = dir.path() + "/broker.sock";
   auto busy = LiveForeignSegments(groups, dir.path() + "/other.sock");
-  BrokerProcess broker(socket);
-  broker.Start();
+  BrokerProcess broker(BrokerBinary(), socket);
+  if (Status up = broker.Start(); !up.ok()) {
+    std::fprintf(stderr, "%s\n", up.ToString().c_str());
+    return 1;
+  }
   std::printf("broker %s, %zu live segments in /dev/shm\n", BrokerBinary().c_str(), busy.size());
 
   std::vector<double> status_ms, idle_ms, flood_ms;

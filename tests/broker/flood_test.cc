@@ -38,8 +38,8 @@ class FloodTest : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << "private /dev/shm: " << why;
   }
   void StartBroker(std::vector<std::string> args = {}) {
-    broker_ = std::make_unique<BrokerProcess>(socket(), std::move(args));
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), socket(), std::move(args));
+    ASSERT_OK(broker_->Start());
   }
   std::string socket() const { return dir_.path() + "/broker.sock"; }
   bool BrokerAlive() { return broker_ && ::kill(broker_->pid(), 0) == 0; }

@@ -23,8 +23,8 @@ using ::testing::HasSubstr;
 class FormationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock");
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock");
+    ASSERT_OK(broker_->Start());
   }
   std::string socket() const { return broker_->socket(); }
 

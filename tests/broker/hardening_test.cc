@@ -76,8 +76,8 @@ class HardeningTest : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << "private /dev/shm: " << why;
   }
   void StartBroker(std::vector<std::string> args = {}) {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock", std::move(args));
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock", std::move(args));
+    ASSERT_OK(broker_->Start());
   }
   std::string socket() const { return dir_.path() + "/broker.sock"; }
   bool BrokerAlive() { return broker_ && ::kill(broker_->pid(), 0) == 0; }
@@ -380,12 +380,12 @@ TEST_F(HardeningTest, BrokerWhoseSocketDirectoryWasRecreatedStepsAside) {
   const std::string sub = dir_.path() + "/run";
   ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
   const std::string sock = sub + "/broker.sock";
-  BrokerProcess old_broker(sock);
-  old_broker.Start();
+  BrokerProcess old_broker(BrokerBinary(), sock);
+  ASSERT_OK(old_broker.Start());
   ASSERT_EQ(std::system(("rm -rf '" + sub + "'").c_str()), 0);
   ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
-  BrokerProcess new_broker(sock);
-  new_broker.Start();
+  BrokerProcess new_broker(BrokerBinary(), sock);
+  ASSERT_OK(new_broker.Start());
   struct stat before {};
   ASSERT_EQ(::stat(sock.c_str(), &before), 0);
   // The old broker sees its socket gone and leaves; were it told to stop

@@ -41,46 +41,6 @@ TempDir::~TempDir() {
   (void)rc;
 }
 
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  std::string base = srcdir ? srcdir : ".";
-  return base + "/" + (ws ? ws : "quickreduce") + "/" + path;
-}
-
-std::string BrokerBinary() {
-  const char* other = std::getenv("QR_TEST_BROKER_BIN");
-  return other != nullptr && *other != '\0' ? other : Runfile("ipc/broker/qr-broker");
-}
-
-BrokerProcess::~BrokerProcess() {
-  if (pid_ > 0) Signal(SIGKILL);
-}
-
-void BrokerProcess::Start() {
-  std::string bin = BrokerBinary();
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    std::vector<char*> argv = {bin.data(), const_cast<char*>("--socket"), socket_.data()};
-    for (auto& a : extra_args_) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ASSERT_GT(pid_, 0);
-  bool up = WaitFor([&] { return ipc::QueryStatus(socket_, std::chrono::milliseconds(500)).ok(); },
-                    std::chrono::seconds(10));
-  ASSERT_TRUE(up) << "qr-broker did not answer at " << socket_;
-}
-
-int BrokerProcess::Signal(int sig) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, sig);
-  int status = WaitChild(pid_);
-  pid_ = -1;
-  return status;
-}
-
 pid_t ForkChild(const std::function<int()>& fn) {
   std::fflush(nullptr);
   pid_t pid = ::fork();
@@ -140,7 +100,7 @@ ipc::JoinParams HostJoin(const std::string& socket, const std::string& group, in
   p.group = group;
   p.rank = rank;
   p.world_size = world_size;
-  p.device_id = std::string(ipc::kDeviceHost);
+  p.device_id = std::string(ipc::kHostDeviceName);
   p.buffer_bytes = 1 << 20;
   p.timeout = std::chrono::milliseconds(10000);
   p.autostart = false;

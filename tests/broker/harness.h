@@ -1,6 +1,6 @@
 // Helpers for multi-process broker tests: a short temp dir for sockets, a
-// qr-broker child process, runfile lookup and a pipe to report from forked
-// children.
+// pipe to report from forked children, host-backend joins, raw connections
+// and qrctl in-process. The qr-broker child is tests/util/process.h's.
 #ifndef QR_TESTS_BROKER_HARNESS_H_
 #define QR_TESTS_BROKER_HARNESS_H_
 
@@ -13,6 +13,7 @@
 
 #include "ipc/group_client.h"
 #include "ipc/segment.h"
+#include "tests/util/process.h"  // BrokerProcess, BrokerBinary
 
 namespace qr::testing {
 
@@ -26,31 +27,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// Absolute path of a runfile such as "ipc/broker/qr-broker".
-std::string Runfile(const std::string& path);
-// $QR_TEST_BROKER_BIN (to measure another build), else the runfile.
-std::string BrokerBinary();
-
-// A qr-broker child (fork + exec) serving `socket`.
-class BrokerProcess {
- public:
-  explicit BrokerProcess(std::string socket, std::vector<std::string> extra_args = {})
-      : socket_(std::move(socket)), extra_args_(std::move(extra_args)) {}
-  ~BrokerProcess();  // SIGKILLs a broker still running
-  // Starts it and waits until it answers STATUS (fails the test otherwise).
-  void Start();
-  // Sends sig and waits; returns the wait status.
-  int Signal(int sig);
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  std::string socket_;
-  std::vector<std::string> extra_args_;  // after --socket PATH
-  pid_t pid_ = -1;
 };
 
 // Runs fn in a forked child, which exits with fn's return value. The child's

@@ -30,8 +30,8 @@ using ::testing::Not;
 class QrctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock");
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock");
+    ASSERT_OK(broker_->Start());
     group_ = UniqueGroup("ctl");
     ASSERT_OK_AND_ASSIGN(m0_, GroupMembership::Join(HostJoin(socket(), group_, 0, 2)));
     ASSERT_OK_AND_ASSIGN(m1_, GroupMembership::Join(HostJoin(socket(), group_, 1, 2)));

@@ -21,8 +21,8 @@ using ::testing::HasSubstr;
 class SharedDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock");
-    broker_->Start();
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock");
+    ASSERT_OK(broker_->Start());
   }
 
   ipc::JoinParams Gpu(const std::string& group, int rank, int ws, const std::string& device,

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/broker_client.h"
@@ -76,7 +76,7 @@ int RunBroker(const std::vector<std::string>& args, const std::vector<std::strin
 class TrustTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(dir_.path() + "/broker.sock");
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock");
   }
   void RequireRoot() {
     if (::getuid() != 0) GTEST_SKIP() << "needs root to act as uid 65534";
@@ -190,8 +190,8 @@ TEST_F(TrustTest, SlashlessSocketPathIsASocketInTheWorkingDirectory) {
   char cwd[4096];
   ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
   ASSERT_EQ(::chdir(dir_.path().c_str()), 0);
-  BrokerProcess b("rel.sock");
-  b.Start();
+  BrokerProcess b(BrokerBinary(), "rel.sock");
+  ASSERT_OK(b.Start());
   struct stat st {};
   EXPECT_EQ(::lstat("rel.sock", &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode)) << "rel.sock is not a socket";
@@ -217,7 +217,7 @@ TEST_F(TrustTest, PlantedSegmentIsIgnoredAndReported) {
   const std::string file = "/dev/shm" + name;
   ASSERT_EQ(::chown(file.c_str(), kOther, kOther), 0);
   ASSERT_EQ(::chmod(file.c_str(), 0666), 0);
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
   ASSERT_OK_AND_ASSIGN(auto m1, GroupMembership::Join(HostJoin(socket(), group, 1, 2)));
   EXPECT_OK(PublishBoth(*m0, *m1));
@@ -247,7 +247,7 @@ TEST_F(TrustTest, SquattedNamesDoNotBlockAGroup) {
   int rc = WaitChild(squatter);
   if (rc == 3) GTEST_SKIP() << "cannot become uid 65534 here";
   ASSERT_EQ(rc, 0);
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   auto m0 = GroupMembership::Join(HostJoin(socket(), group, 0, 2));
   auto m1 = GroupMembership::Join(HostJoin(socket(), group, 1, 2));
   EXPECT_OK(m0.status());
@@ -278,8 +278,8 @@ TEST_F(TrustTest, FullDevShmFailsCleanlyAndTheBrokerSurvives) {
             std::string::npos) {
       return report(1, "8 MiB buffer: " + big.status().ToString());
     }
-    BrokerProcess b(socket());
-    b.Start();
+    BrokerProcess b(BrokerBinary(), socket());
+    if (Status up = b.Start(); !up.ok()) return report(4, "broker: " + up.ToString());
     // Fill what is left, then ask for a group.
     int fill = ::shm_open("/quickreduce-trust-fill", O_CREAT | O_RDWR, 0600);
     off_t len = 64 << 10;
@@ -303,7 +303,7 @@ TEST_F(TrustTest, FullDevShmFailsCleanlyAndTheBrokerSurvives) {
 
 // Item 10: with the broker gone, a dead peer fails the survivor within 1 s.
 TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   const std::string group = UniqueGroup("nobroker");
   Pipe pipe;
   pid_t peer = ForkChild([&] {

@@ -12,18 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/subprocess.h"
 #include "common/syscall.h"
 
 namespace qr::testing {
-namespace {
-
-std::string& BrokerPath() {
-  static std::string path;
-  return path;
-}
-
-}  // namespace
-
 std::string WorkerArgs::Get(const std::string& key, const std::string& fallback) const {
   auto it = values_.find(key);
   return it == values_.end() ? fallback : it->second;
@@ -33,8 +25,6 @@ int64_t WorkerArgs::GetInt(const std::string& key, int64_t fallback) const {
   auto it = values_.find(key);
   return it == values_.end() ? fallback : std::strtoll(it->second.c_str(), nullptr, 10);
 }
-
-const std::string& BrokerBinary() { return BrokerPath(); }
 
 int E2eMain(int argc, char** argv, const std::map<std::string, WorkerFn>& workers) {
   std::map<std::string, std::string> values;
@@ -51,7 +41,7 @@ int E2eMain(int argc, char** argv, const std::map<std::string, WorkerFn>& worker
   }
   if (values.count("broker")) {
     char resolved[PATH_MAX];
-    BrokerPath() = ::realpath(values["broker"].c_str(), resolved) ? resolved : values["broker"];
+    SetBrokerBinary(::realpath(values["broker"].c_str(), resolved) ? resolved : values["broker"]);
   }
   if (values.count("worker")) {
     auto it = workers.find(values["worker"]);
@@ -68,7 +58,8 @@ int E2eMain(int argc, char** argv, const std::map<std::string, WorkerFn>& worker
 }
 
 void E2eTest::SetUp() {
-  ASSERT_FALSE(BrokerBinary().empty()) << "the test needs --broker=<path to qr-broker>";
+  ASSERT_EQ(::access(BrokerBinary().c_str(), X_OK), 0)
+      << "no qr-broker at " << BrokerBinary() << "; the test needs --broker=<path to qr-broker>";
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string base = tmp != nullptr ? tmp : "/tmp";
   token_ = UniqueToken();
@@ -83,9 +74,9 @@ void E2eTest::SetUp() {
   ::setenv("QR_BROKER_AUTOSTART", "0", 1);
   // The broker logs every join and leave at info; thousands of cycles would
   // bury the test's own output.
-  auto b = BrokerProcess::Start(BrokerBinary(), socket_, {"QR_LOG_LEVEL=warn"});
-  ASSERT_TRUE(b.ok()) << b.status();
-  broker_ = std::move(b).value();
+  broker_ = BrokerProcess(BrokerBinary(), socket_, {}, {"QR_LOG_LEVEL=warn"});
+  Status started = broker_.Start();
+  ASSERT_TRUE(started.ok()) << started;
 }
 
 std::vector<std::string> ShmObjectsContaining(const std::string& needle) {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "tests/e2e/process.h"
+#include "tests/util/process.h"
 
 namespace qr::testing {
 
@@ -45,11 +45,9 @@ class WorkerArgs {
 using WorkerFn = int (*)(const WorkerArgs& args);
 
 // Runs the named worker when argv has --worker=<name>, else gtest. The test
-// binary's BUILD passes --broker=<path of qr-broker>.
+// binary's BUILD passes --broker=<path of qr-broker>, which BrokerBinary()
+// (tests/util/process.h) then returns.
 int E2eMain(int argc, char** argv, const std::map<std::string, WorkerFn>& workers);
-
-// The qr-broker binary given by --broker.
-const std::string& BrokerBinary();
 
 // Per-test broker and scratch directory. Workers get QR_BROKER_SOCKET of
 // this broker and QR_BROKER_AUTOSTART=0.

@@ -25,15 +25,13 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/quickreduce.h"
-#include "tests/e2e/process.h"
+#include "tests/util/process.h"
 
 namespace qr::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string broker_binary;
 
 std::string Slurp(const std::string& path) {
   std::ifstream f(path);
@@ -79,9 +77,9 @@ class LibraryLoggingTest : public ::testing::Test {
   void SetUp() override {
     token_ = UniqueToken();
     socket_ = "/tmp/qr-logging-" + token_ + ".sock";
-    auto broker = BrokerProcess::Start(broker_binary, socket_);
-    ASSERT_TRUE(broker.ok()) << broker.status();
-    broker_ = std::move(*broker);
+    broker_ = BrokerProcess(BrokerBinary(), socket_);
+    Status started = broker_.Start();
+    ASSERT_TRUE(started.ok()) << started;
     ::setenv("QR_BROKER_SOCKET", socket_.c_str(), 1);
     ::setenv("QR_BROKER_AUTOSTART", "0", 1);
   }
@@ -194,9 +192,9 @@ TEST_F(LibraryLoggingTest, HostProgramsDefaultLoggerIsUntouched) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--broker=", 9) == 0) qr::testing::broker_binary = argv[i] + 9;
+    if (std::strncmp(argv[i], "--broker=", 9) == 0) qr::testing::SetBrokerBinary(argv[i] + 9);
   }
-  if (qr::testing::broker_binary.empty()) {
+  if (::access(qr::testing::BrokerBinary().c_str(), X_OK) != 0) {
     std::fprintf(stderr, "usage: %s --broker=<qr-broker>\n", argv[0]);
     return 2;
   }

@@ -28,7 +28,7 @@
 #include "kernels/two_shot_reference.h"
 #include "tests/e2e/cases.h"
 #include "tests/e2e/harness.h"
-#include "tests/e2e/process.h"
+#include "tests/util/process.h"
 #include "tools/qr_demo_lib.h"
 
 namespace qr::testing {

@@ -1,4 +1,4 @@
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -113,6 +113,30 @@ TEST(ShmMappingTest, MoveTransfersOwnership) {
   EXPECT_TRUE(Exists(name));
   b.Reset();
   EXPECT_FALSE(Exists(name));
+}
+
+TEST(ShmMappingTest, DisownedNamesOutliveTheMapping) {
+  const std::string name = UniqueName("disown");
+  {
+    ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 4096));
+    m.Disown();
+    EXPECT_FALSE(m.owner());
+  }
+  EXPECT_TRUE(Exists(name));
+  ::shm_unlink(name.c_str());
+}
+
+TEST(ShmMappingTest, OpenWholeMapsTheObjectsSizeAndKeepsItsDescriptor) {
+  const std::string name = UniqueName("whole");
+  ASSERT_OK_AND_ASSIGN(ShmMapping m, ShmMapping::Create(name, 3 * 4096));
+  static_cast<char*>(m.data())[3 * 4096 - 1] = 7;
+  ASSERT_OK_AND_ASSIGN(ShmMapping whole, ShmMapping::OpenWhole(name, 4096));
+  EXPECT_EQ(whole.size(), 3u * 4096);
+  EXPECT_EQ(static_cast<char*>(whole.data())[3 * 4096 - 1], 7);
+  struct stat st;
+  ASSERT_EQ(::fstat(whole.fd(), &st), 0);
+  EXPECT_EQ(st.st_size, 3 * 4096);
+  EXPECT_THAT(ShmMapping::OpenWhole(name, 4 * 4096), StatusIs(StatusCode::kUnavailable));
 }
 
 }  // namespace

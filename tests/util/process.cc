@@ -1,0 +1,151 @@
+#include "tests/util/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "common/subprocess.h"
+#include "ipc/broker_client.h"
+
+namespace qr::testing {
+namespace {
+
+std::string& GivenBrokerBinary() {
+  static std::string path;
+  return path;
+}
+
+// Reaps pid within timeout, else kills and reaps it; the exit code as
+// WaitExit gives it.
+int Reap(pid_t pid, std::chrono::milliseconds timeout) {
+  StatusOr<int> code = WaitExit(pid, timeout);
+  if (code.ok()) return *code;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+std::string UniqueToken() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", rd(), rd());
+  return buf;
+}
+
+int64_t MonotonicNanos() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    StatusOr<int> code = WaitExit(pid, std::max(left, std::chrono::milliseconds(0)));
+    if (code.ok()) {
+      codes.push_back(*code);
+    } else {
+      ::kill(pid, SIGKILL);
+      int status;
+      ::waitpid(pid, &status, 0);
+      codes.push_back(-1);
+    }
+  }
+  return codes;
+}
+
+std::string BrokerBinary() {
+  const char* other = std::getenv("QR_TEST_BROKER_BIN");
+  if (other != nullptr && *other != '\0') return other;
+  if (!GivenBrokerBinary().empty()) return GivenBrokerBinary();
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  return std::string(srcdir ? srcdir : ".") + "/" + (ws ? ws : "quickreduce") +
+         "/ipc/broker/qr-broker";
+}
+
+void SetBrokerBinary(const std::string& path) { GivenBrokerBinary() = path; }
+
+BrokerProcess::BrokerProcess(std::string binary, std::string socket,
+                             std::vector<std::string> args, std::vector<std::string> env)
+    : binary_(std::move(binary)),
+      socket_(std::move(socket)),
+      args_(std::move(args)),
+      env_(std::move(env)) {}
+
+BrokerProcess::BrokerProcess(BrokerProcess&& other) noexcept
+    : binary_(std::move(other.binary_)),
+      socket_(std::move(other.socket_)),
+      args_(std::move(other.args_)),
+      env_(std::move(other.env_)),
+      pid_(std::exchange(other.pid_, -1)) {}
+
+BrokerProcess& BrokerProcess::operator=(BrokerProcess&& other) noexcept {
+  if (this != &other) {
+    Stop();
+    binary_ = std::move(other.binary_);
+    socket_ = std::move(other.socket_);
+    args_ = std::move(other.args_);
+    env_ = std::move(other.env_);
+    pid_ = std::exchange(other.pid_, -1);
+  }
+  return *this;
+}
+
+BrokerProcess::~BrokerProcess() { Stop(); }
+
+Status BrokerProcess::Start() {
+  if (pid_ > 0) return InternalError("the broker at " + socket_ + " is running already");
+  std::vector<std::string> argv = {binary_, "--socket", socket_};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  StatusOr<pid_t> pid = Spawn(argv, env_);
+  if (!pid.ok()) return pid.status();
+  pid_ = *pid;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!ipc::QueryStatus(socket_, std::chrono::milliseconds(500)).ok()) {
+    if (StatusOr<int> code = WaitExit(pid_, std::chrono::milliseconds(0)); code.ok()) {
+      pid_ = -1;
+      return UnavailableError("qr-broker " + binary_ + " exited with " + std::to_string(*code) +
+                              " at start");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      Signal(SIGKILL);
+      return TimeoutError("qr-broker did not answer at " + socket_ + " in 10 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return OkStatus();
+}
+
+int BrokerProcess::Signal(int sig) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, sig);
+  const int code = Reap(pid_, std::chrono::seconds(10));
+  pid_ = -1;
+  return code;
+}
+
+void BrokerProcess::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  Reap(pid_, std::chrono::seconds(5));
+  pid_ = -1;
+}
+
+}  // namespace qr::testing

@@ -1,0 +1,77 @@
+// Child processes for the broker, end-to-end and GPU tests, on top of
+// common/subprocess.h (Spawn, WaitExit): bounded waits for several children,
+// names that do not collide across tests, and the one qr-broker child every
+// test uses.
+//
+//   BrokerProcess broker(BrokerBinary(), dir + "/broker.sock");
+//   ASSERT_OK(broker.Start());          // up once it answers STATUS
+//   ... broker.Signal(SIGKILL); ASSERT_OK(broker.Start());   // a restart
+#ifndef QR_TESTS_UTIL_PROCESS_H_
+#define QR_TESTS_UTIL_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/subprocess.h"  // Spawn, WaitExit: tests use them with these
+
+namespace qr::testing {
+
+// Waits for all; kills (SIGKILL) and reaps the ones still running at the
+// deadline. Returns the exit codes in order (-1 for one killed here).
+std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
+
+// A short random token for names that must not collide with other tests'
+// (sandboxed tests share /tmp and /dev/shm, and see the same small pids).
+std::string UniqueToken();
+
+// Monotonic nanoseconds (CLOCK_MONOTONIC is the same clock in every process).
+int64_t MonotonicNanos();
+
+// The qr-broker to test: $QR_TEST_BROKER_BIN (to measure another build), else
+// the one given to SetBrokerBinary (a test binary's --broker flag), else the
+// runfile ipc/broker/qr-broker.
+std::string BrokerBinary();
+void SetBrokerBinary(const std::string& path);
+
+// A qr-broker child serving `socket`: `binary --socket <socket> args...` with
+// `env` ("NAME=value") added to this environment. Stopped (SIGTERM, then
+// SIGKILL) and reaped on destruction. Move-only; not thread-safe.
+class BrokerProcess {
+ public:
+  BrokerProcess() = default;
+  BrokerProcess(std::string binary, std::string socket, std::vector<std::string> args = {},
+                std::vector<std::string> env = {});
+  BrokerProcess(BrokerProcess&& other) noexcept;
+  BrokerProcess& operator=(BrokerProcess&& other) noexcept;
+  ~BrokerProcess();
+
+  // Starts it (again, after Signal or Stop) and waits up to 10 s until it
+  // answers STATUS. kUnavailable if it exited (e.g. another broker holds
+  // the socket), kTimeout if it never answered (it is killed then).
+  [[nodiscard]] Status Start();
+  // Sends sig and reaps it (SIGKILL after 10 s); returns its exit code, or
+  // 128 + the signal that ended it; -1 when it was not running.
+  int Signal(int sig);
+  // SIGTERM, then SIGKILL after 5 s; idempotent.
+  void Stop();
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string binary_;
+  std::string socket_;
+  std::vector<std::string> args_;  // after --socket PATH
+  std::vector<std::string> env_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace qr::testing
+
+#endif  // QR_TESTS_UTIL_PROCESS_H_
