@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/bytes.h"
+
 namespace qr::bench {
 
 std::vector<BenchCell> PlanCells(const BenchOptions& o, size_t one_shot_max_bytes) {
@@ -72,7 +74,7 @@ double EstimateRunSeconds(const std::vector<BenchCell>& cells, const BenchOption
 }
 
 std::string CellLabel(const BenchCell& cell) {
-  std::string s = SizeName(cell.bytes) + " " + BenchDTypeName(cell.dtype) + " " +
+  std::string s = FormatBytes(cell.bytes, ByteStyle::kCompact) + " " + BenchDTypeName(cell.dtype) + " " +
                   BenchModeName(cell.mode) + " " + BenchAlgoName(cell.algo);
   if (cell.algo == BenchAlgo::kTwoShot) s += std::string(" ") + CodecName(cell.codec);
   return s;

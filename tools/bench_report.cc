@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "comm/config.h"
+#include "common/bytes.h"
 #include "comm/policy.h"
 #include "nlohmann/json.hpp"
 
@@ -213,9 +214,9 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
         t.measured[d][c] = true;
         if (f.kind == Floor::kNever) {
           never.push_back(std::string(CodecName(codec)) + " (largest measured " +
-                          SizeName(f.largest) + ")");
+                          FormatBytes(f.largest, ByteStyle::kCompact) + ")");
         } else if (f.gap != 0) {
-          gaps.push_back(std::string(CodecName(codec)) + " at " + SizeName(f.gap));
+          gaps.push_back(std::string(CodecName(codec)) + " at " + FormatBytes(f.gap, ByteStyle::kCompact));
         }
       }
       body += " " + std::to_string(t.mib[d][c]);
@@ -252,7 +253,7 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
     t.one_shot_wins_up_to_bytes[static_cast<int>(d)] = up_to;
     if (up_to < 0) continue;
     wins.push_back(std::string(BenchDTypeName(d)) + " " +
-                   (up_to == 0 ? std::string("never") : SizeName(static_cast<size_t>(up_to))));
+                   (up_to == 0 ? std::string("never") : FormatBytes(static_cast<size_t>(up_to), ByteStyle::kCompact)));
     const int64_t kb = up_to / kKiB;
     t.one_shot_max_kb = t.one_shot_max_kb < 0 ? kb : std::min(t.one_shot_max_kb, kb);
   }
@@ -366,7 +367,7 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
     if (r.algo == BenchAlgo::kPolicy && policy.empty()) policy = r.policy_choice;
   }
   char buf[96];
-  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s", SizeName(group[0].bytes).c_str(),
+  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s", FormatBytes(group[0].bytes, ByteStyle::kCompact).c_str(),
                 BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
                 nccl ? Fixed(nccl->us, 1).c_str() : "-");
   std::string s = std::string(buf) + cell(one);

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/status_macros.h"
 #include "kernels/float16.h"
 #include "kernels/gpu/local_group.h"
@@ -444,7 +445,7 @@ Status Bench::Setup() {
                header_.driver_runtime.c_str(), header_.max_blocks);
   if (o_.peer_bandwidth) {
     std::fprintf(stderr, "qr-bench: peer-store bandwidth (%s per destination x %d reps)...\n",
-                 SizeName(o_.peer_bytes).c_str(), o_.peer_reps);
+                 FormatBytes(o_.peer_bytes, ByteStyle::kCompact).c_str(), o_.peer_reps);
     auto pb = MeasurePeerBandwidth(streams_, o_.peer_bytes, o_.peer_reps);
     if (pb.ok()) {
       header_.peer = *pb;
@@ -669,8 +670,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto o = qr::bench::ParseBenchArgs(args);
   if (!o.ok()) {
-    std::fprintf(stderr, "qr-bench: %s\n%s", o.status().message().c_str(),
-                 qr::bench::BenchUsage().c_str());
+    std::fprintf(stderr, "qr-bench: %s\nRun with --help for the flags.\n",
+                 o.status().message().c_str());
     return 2;
   }
   if (o->help) {
