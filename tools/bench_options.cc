@@ -7,7 +7,6 @@
 #include "CLI/CLI.hpp"
 #include "common/bytes.h"
 #include "common/status_macros.h"
-#include "ipc/names.h"
 #include "tools/cli_list.h"
 
 namespace qr::bench {
@@ -29,12 +28,6 @@ StatusOr<size_t> ParseMessageSize(const std::string& text) {
         fmt::format("{} must be a positive multiple of 16 bytes, at most 4G", text));
   }
   return static_cast<size_t>(b);
-}
-
-StatusOr<int> ParseWorldSize(const std::string& text) {
-  QR_ASSIGN_OR_RETURN(int ws, tools::ParseIntIn(text, 2, 8));
-  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(ws));
-  return ws;
 }
 
 StatusOr<Codec> ParseRegime(const std::string& text) {
@@ -101,7 +94,7 @@ void DefineFlags(CLI::App& app, Parsed& p) {
                                      "graph,eager (default both)");
   p.algos_flag = AddListOption<Algo>(app, "--algos", p.algos, ParseAlgo,
                                      "one-shot,two-shot (default both)");
-  AddParsedOption<int>(app, "--world-size", o.world_size, ParseWorldSize,
+  AddParsedOption<int>(app, "--world-size", o.world_size, tools::ParseWorldSize,
                        "2, 4 or 8 GPUs (default 2)")
       ->type_name("N");
   AddParsedOption<int>(

@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/status_macros.h"
+#include "ipc/names.h"
+
 namespace qr::tools {
 
 void UseToolDefaults(CLI::App& app) {
@@ -30,6 +33,12 @@ StatusOr<int> ParseIntIn(const std::string& text, int lo, int hi) {
     return InvalidArgumentError(fmt::format("'{}' is not an integer in {}..{}", text, lo, hi));
   }
   return static_cast<int>(v);
+}
+
+StatusOr<int> ParseWorldSize(const std::string& text) {
+  QR_ASSIGN_OR_RETURN(int ws, ParseIntIn(text, 2, 8));
+  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(ws));
+  return ws;
 }
 
 Status ParseCli(CLI::App& app, const std::vector<std::string>& args, bool* help) {

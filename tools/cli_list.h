@@ -31,6 +31,9 @@ std::vector<std::string> SplitCommaList(std::string_view text);
 // A decimal integer in lo..hi: "'x' is not an integer in lo..hi" otherwise.
 [[nodiscard]] StatusOr<int> ParseIntIn(const std::string& text, int lo, int hi);
 
+// --world-size: an integer that ipc::ValidateWorldSize accepts (2, 4 or 8).
+[[nodiscard]] StatusOr<int> ParseWorldSize(const std::string& text);
+
 template <typename T>
 using ItemParser = std::function<StatusOr<T>(const std::string&)>;
 
