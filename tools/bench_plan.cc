@@ -80,4 +80,27 @@ std::string CellLabel(const BenchCell& cell) {
   return s;
 }
 
+bool SweepGuard::ShouldTime(const BenchCell& cell) const {
+  if (cell.algo == BenchAlgo::kNccl) return nccl_;
+  if (cell.algo == BenchAlgo::kOneShot) return one_shot_;
+  return true;
+}
+
+SweepGuard::Verdict SweepGuard::OnFailure(const BenchCell& cell, bool poisoned) {
+  Verdict v;
+  if (cell.algo == BenchAlgo::kNccl && nccl_) {
+    nccl_ = false;
+    v.failures.push_back("NCCL baseline dropped for the rest of the run");
+  }
+  if (cell.algo == BenchAlgo::kOneShot && !poisoned && one_shot_) {
+    one_shot_ = false;
+    v.failures.push_back("one-shot skipped for the rest of the run");
+  }
+  if (poisoned) {
+    v.stop = ++rebuilds_ > kMaxGroupRebuilds;
+    v.rebuild_group = !v.stop;
+  }
+  return v;
+}
+
 }  // namespace qr::bench
