@@ -1,5 +1,7 @@
 #include "tools/bench_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/bytes.h"
@@ -74,9 +76,10 @@ double EstimateRunSeconds(const std::vector<BenchCell>& cells, const BenchOption
 }
 
 std::string CellLabel(const BenchCell& cell) {
-  std::string s = FormatBytes(cell.bytes, ByteStyle::kCompact) + " " + BenchDTypeName(cell.dtype) + " " +
-                  BenchModeName(cell.mode) + " " + BenchAlgoName(cell.algo);
-  if (cell.algo == BenchAlgo::kTwoShot) s += std::string(" ") + CodecName(cell.codec);
+  std::string s = fmt::format("{} {} {} {}", FormatBytes(cell.bytes, ByteStyle::kCompact),
+                              BenchDTypeName(cell.dtype), BenchModeName(cell.mode),
+                              BenchAlgoName(cell.algo));
+  if (cell.algo == BenchAlgo::kTwoShot) s += fmt::format(" {}", CodecName(cell.codec));
   return s;
 }
 
