@@ -1,118 +1,171 @@
 #include "tools/bench_options.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <limits>
-#include <optional>
+#include <fmt/format.h>
 
+#include <algorithm>
+
+#include "CLI/CLI.hpp"
+#include "common/bytes.h"
 #include "common/status_macros.h"
+#include "tools/cli_list.h"
 
 namespace qr::bench {
 namespace {
 
+using tools::AddListOption;
+using tools::AddParsedOption;
+
 constexpr const char* kDefaultSizes = "4K,16K,64K,256K,1M,2M,4M,16M,64M,256M,1G";
 constexpr const char* kQuickSizes = "4K,64K,256K,1M,4M,16M,64M";
+constexpr const char* kAllRegimes = "FP,INT8,INT6,INT4,INT3";
 
-std::vector<std::string> SplitList(std::string_view s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string_view::npos) j = s.size();
-    if (j > i) out.emplace_back(s.substr(i, j - i));
-    i = j + 1;
+enum class Algo { kOneShot, kTwoShot };
+
+StatusOr<size_t> ParseMessageSize(const std::string& text) {
+  QR_ASSIGN_OR_RETURN(uint64_t b, ParseBytes(text));
+  if (b == 0 || b % 16 != 0 || b > kBenchMaxBytes) {
+    return InvalidArgumentError(
+        fmt::format("{} must be a positive multiple of 16 bytes, at most 4G", text));
   }
-  return out;
+  return static_cast<size_t>(b);
 }
 
+StatusOr<Codec> ParseRegime(const std::string& text) {
+  const std::optional<Codec> c = CodecFromName(text);
+  if (!c) return InvalidArgumentError(fmt::format("'{}' is not one of FP, INT8, INT6, INT4, INT3", text));
+  return *c;
+}
+
+StatusOr<BenchDType> ParseDType(const std::string& text) {
+  for (BenchDType d : {BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast}) {
+    if (text == BenchDTypeName(d)) return d;
+  }
+  return InvalidArgumentError(fmt::format("'{}' is not one of fp16, bf16, bf16cast", text));
+}
+
+StatusOr<BenchMode> ParseMode(const std::string& text) {
+  for (BenchMode m : {BenchMode::kGraph, BenchMode::kEager}) {
+    if (text == BenchModeName(m)) return m;
+  }
+  return InvalidArgumentError(fmt::format("'{}' is not one of graph, eager", text));
+}
+
+StatusOr<Algo> ParseAlgo(const std::string& text) {
+  if (text == "one-shot") return Algo::kOneShot;
+  if (text == "two-shot") return Algo::kTwoShot;
+  return InvalidArgumentError(fmt::format("'{}' is not one of one-shot, two-shot", text));
+}
+
+// Sorted, each once: canonical order whatever the command line said, so
+// tables read the same, and bf16 is timed before bf16cast so that its NCCL
+// number can be reused.
 template <typename T>
-void AppendUnique(std::vector<T>& v, T x) {
-  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+void SortUnique(std::vector<T>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-StatusOr<int> ParseInt(std::string_view flag, const std::string& text, int lo, int hi) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < lo || v > hi) {
-    return InvalidArgumentError(std::string(flag) + ": '" + text + "' is not an integer in " +
-                                std::to_string(lo) + ".." + std::to_string(hi));
-  }
-  return static_cast<int>(v);
+// What the command line said, before the defaults that depend on --quick.
+struct Parsed {
+  BenchOptions o;
+  std::vector<Algo> algos;
+  bool no_nccl = false;
+  bool no_peer_bandwidth = false;
+  CLI::Option* sizes = nullptr;
+  CLI::Option* regimes = nullptr;
+  CLI::Option* dtypes = nullptr;
+  CLI::Option* modes = nullptr;
+  CLI::Option* algos_flag = nullptr;
+  CLI::Option* peer_bytes = nullptr;
+};
+
+void DefineFlags(CLI::App& app, Parsed& p) {
+  tools::UseToolDefaults(app);
+  BenchOptions& o = p.o;
+  p.sizes = AddListOption<size_t>(app, "--sizes", o.sizes, ParseMessageSize,
+                                  fmt::format("message sizes, e.g. 4K,1M,1G (default {})",
+                                              kDefaultSizes));
+  p.regimes = AddListOption<Codec>(
+      app, "--regimes", o.regimes, ParseRegime,
+      "two-shot codecs FP,INT8,INT6,INT4,INT3 (default all; INT3 only at world size 2)");
+  p.dtypes = AddListOption<BenchDType>(app, "--dtypes", o.dtypes, ParseDType,
+                                       "fp16,bf16,bf16cast (default all)");
+  p.modes = AddListOption<BenchMode>(app, "--modes", o.modes, ParseMode,
+                                     "graph,eager (default both)");
+  p.algos_flag = AddListOption<Algo>(app, "--algos", p.algos, ParseAlgo,
+                                     "one-shot,two-shot (default both)");
+  AddParsedOption<int>(app, "--world-size", o.world_size, tools::ParseWorldSize,
+                       "2, 4 or 8 GPUs (default 2)")
+      ->type_name("N");
+  AddParsedOption<int>(
+      app, "--max-blocks", o.max_blocks,
+      [](const std::string& text) { return tools::ParseIntIn(text, 0, 65536); },
+      "grid cap of the kernels (default: the backend's)")
+      ->type_name("N");
+  AddParsedOption<size_t>(app, "--eager-max-size", o.eager_max_bytes, ParseMessageSize,
+                          "largest size timed eagerly (default 64M)")
+      ->type_name("SIZE");
+  app.add_flag("--no-nccl", p.no_nccl, "skip the NCCL baseline");
+  app.add_flag("--no-peer-bandwidth", p.no_peer_bandwidth,
+               "skip the peer-store bandwidth (no link limits)");
+  p.peer_bytes = AddParsedOption<size_t>(app, "--peer-bytes", o.peer_bytes, ParseMessageSize,
+                                         "bytes per destination per rep (default 256M)");
+  p.peer_bytes->type_name("SIZE");
+  app.add_option("--csv", o.csv_path, "one row per cell")->type_name("FILE");
+  app.add_option("--json", o.json_path, "the rows plus a header (machine, method, command)")
+      ->type_name("FILE");
+  app.add_option("--min-size-table", o.min_size_table_path,
+                 "the derived QR_MIN_SIZE_TABLE (also printed)")
+      ->type_name("FILE");
+  app.add_flag("--quick", o.quick,
+               fmt::format("sizes {}, dtypes fp16,bf16, graph only, 64M peer bytes "
+                           "(explicit flags override)",
+                           kQuickSizes));
+  app.footer(
+      "exit: 0 all cells timed, 3 some cells failed (outputs written), 1 fatal, 2 bad flags");
 }
 
-StatusOr<size_t> ParseFlagSize(std::string_view flag, const std::string& text) {
-  auto b = ParseSize(text);
-  if (!b.ok()) return InvalidArgumentError(std::string(flag) + ": " + b.status().message());
-  if (*b == 0 || *b % 16 != 0 || *b > kBenchMaxBytes) {
-    return InvalidArgumentError(std::string(flag) + ": " + text +
-                                " must be a positive multiple of 16 bytes, at most 4G");
-  }
-  return *b;
+// Where a list flag was not given, its default (which depends on --quick).
+template <typename T>
+void DefaultList(const CLI::Option* given, std::vector<T>& out, const std::string& text,
+                 const tools::ItemParser<T>& parse) {
+  if (given->count() > 0) return;
+  out.clear();
+  for (const std::string& item : tools::SplitCommaList(text)) out.push_back(*parse(item));
 }
 
-StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
-  std::vector<size_t> out;
-  for (const auto& s : SplitList(text)) {
-    QR_ASSIGN_OR_RETURN(size_t b, ParseFlagSize("--sizes", s));
-    AppendUnique(out, b);
-  }
-  if (out.empty()) return InvalidArgumentError("--sizes: empty list");
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-StatusOr<std::vector<Codec>> ParseRegimes(const std::string& text) {
-  std::vector<Codec> out;
-  for (const auto& s : SplitList(text)) {
-    const std::optional<Codec> c = CodecFromName(s);
-    if (!c) return InvalidArgumentError("--regimes: '" + s + "' is not one of FP, INT8, INT6, INT4, INT3");
-    AppendUnique(out, *c);
-  }
-  if (out.empty()) return InvalidArgumentError("--regimes: empty list");
-  return out;
-}
-
-StatusOr<std::vector<BenchDType>> ParseDTypes(const std::string& text) {
-  std::vector<BenchDType> out;
-  for (const auto& s : SplitList(text)) {
-    std::optional<BenchDType> d;
-    for (BenchDType k : {BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast}) {
-      if (s == BenchDTypeName(k)) d = k;
+// The rules between flags, over what CLI11 parsed.
+Status Finish(Parsed& p) {
+  BenchOptions& o = p.o;
+  DefaultList<size_t>(p.sizes, o.sizes, o.quick ? kQuickSizes : kDefaultSizes, ParseMessageSize);
+  DefaultList<Codec>(p.regimes, o.regimes, kAllRegimes, ParseRegime);
+  DefaultList<BenchDType>(p.dtypes, o.dtypes, o.quick ? "fp16,bf16" : "fp16,bf16,bf16cast",
+                          ParseDType);
+  DefaultList<BenchMode>(p.modes, o.modes, o.quick ? "graph" : "graph,eager", ParseMode);
+  DefaultList<Algo>(p.algos_flag, p.algos, "one-shot,two-shot", ParseAlgo);
+  if (p.peer_bytes->count() == 0) o.peer_bytes = (o.quick ? 64 : 256) * kBenchMiB;
+  SortUnique(o.sizes);
+  SortUnique(o.regimes);
+  SortUnique(o.dtypes);
+  SortUnique(o.modes);
+  o.one_shot = std::find(p.algos.begin(), p.algos.end(), Algo::kOneShot) != p.algos.end();
+  o.two_shot = std::find(p.algos.begin(), p.algos.end(), Algo::kTwoShot) != p.algos.end();
+  o.nccl = !p.no_nccl;
+  o.peer_bandwidth = !p.no_peer_bandwidth;
+  const auto int3 = std::find(o.regimes.begin(), o.regimes.end(), Codec::kInt3);
+  if (o.world_size != 2 && int3 != o.regimes.end()) {
+    if (p.regimes->count() > 0) {
+      return InvalidArgumentError(
+          fmt::format("--regimes: INT3 runs only at world size 2, not {}", o.world_size));
     }
-    if (!d) return InvalidArgumentError("--dtypes: '" + s + "' is not one of fp16, bf16, bf16cast");
-    AppendUnique(out, *d);
+    o.regimes.erase(int3);
+    o.notes.push_back("INT3 left out: it runs only at world size 2");
   }
-  if (out.empty()) return InvalidArgumentError("--dtypes: empty list");
-  return out;
-}
-
-StatusOr<std::vector<BenchMode>> ParseModes(const std::string& text) {
-  std::vector<BenchMode> out;
-  for (const auto& s : SplitList(text)) {
-    if (s == "graph") {
-      AppendUnique(out, BenchMode::kGraph);
-    } else if (s == "eager") {
-      AppendUnique(out, BenchMode::kEager);
-    } else {
-      return InvalidArgumentError("--modes: '" + s + "' is not one of graph, eager");
-    }
+  if (o.modes == std::vector<BenchMode>{BenchMode::kEager} && o.sizes.front() > o.eager_max_bytes) {
+    return InvalidArgumentError(fmt::format(
+        "--modes eager: every size is above --eager-max-size {}, nothing would be timed",
+        FormatBytes(o.eager_max_bytes, ByteStyle::kCompact)));
   }
-  if (out.empty()) return InvalidArgumentError("--modes: empty list");
-  return out;
-}
-
-Status ParseAlgos(const std::string& text, BenchOptions& o) {
-  o.one_shot = o.two_shot = false;
-  for (const auto& s : SplitList(text)) {
-    if (s == "one-shot") {
-      o.one_shot = true;
-    } else if (s == "two-shot") {
-      o.two_shot = true;
-    } else {
-      return InvalidArgumentError("--algos: '" + s + "' is not one of one-shot, two-shot");
-    }
-  }
-  if (!o.one_shot && !o.two_shot) return InvalidArgumentError("--algos: empty list");
   return OkStatus();
 }
 
@@ -141,151 +194,22 @@ const char* BenchAlgoName(BenchAlgo algo) {
   return "?";
 }
 
-StatusOr<size_t> ParseSize(std::string_view text) {
-  if (text.empty()) return InvalidArgumentError("empty size");
-  size_t mult = 1;
-  std::string_view digits = text;
-  switch (text.back()) {
-    case 'K': case 'k': mult = size_t{1} << 10; break;
-    case 'M': case 'm': mult = size_t{1} << 20; break;
-    case 'G': case 'g': mult = size_t{1} << 30; break;
-    default: break;
-  }
-  if (mult != 1) digits.remove_suffix(1);
-  if (digits.empty() || digits.size() > 15 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return InvalidArgumentError("'" + std::string(text) +
-                                "' is not a size (digits with an optional K, M or G)");
-  }
-  const size_t n = std::stoull(std::string(digits));
-  if (n > std::numeric_limits<size_t>::max() / mult) {
-    return InvalidArgumentError("'" + std::string(text) + "' is too large");
-  }
-  return n * mult;
-}
-
-std::string SizeName(size_t b) {
-  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
-  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
-  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
-}
-
 std::string BenchUsage() {
-  return "usage: qr-bench [flags]\n"
-         "  --sizes LIST          message sizes, e.g. 4K,1M,1G (default " +
-         std::string(kDefaultSizes) +
-         ")\n"
-         "  --regimes LIST        FP,INT8,INT6,INT4,INT3 (default all; INT3 only at world size 2)\n"
-         "  --dtypes LIST         fp16,bf16,bf16cast (default all)\n"
-         "  --modes LIST          graph,eager (default both)\n"
-         "  --algos LIST          one-shot,two-shot (default both)\n"
-         "  --world-size N        2, 4 or 8 GPUs (default 2)\n"
-         "  --max-blocks N        grid cap of the kernels (default: the backend's)\n"
-         "  --eager-max-size S    largest size timed eagerly (default 64M)\n"
-         "  --no-nccl             skip the NCCL baseline\n"
-         "  --no-peer-bandwidth   skip the peer-store bandwidth (no link limits)\n"
-         "  --peer-bytes S        bytes per destination per rep (default 256M)\n"
-         "  --csv FILE            one row per cell\n"
-         "  --json FILE           the rows plus a header (machine, method, command)\n"
-         "  --min-size-table FILE the derived QR_MIN_SIZE_TABLE (also printed)\n"
-         "  --quick               sizes " +
-         std::string(kQuickSizes) +
-         ", dtypes fp16,bf16, graph only, 64M peer bytes\n"
-         "                        (explicit flags override)\n"
-         "  --help                this text\n"
-         "exit: 0 all cells timed, 3 some cells failed (outputs written), 1 fatal, 2 bad flags\n";
+  CLI::App app{"qr-bench: quickreduce's all-reduce against NCCL on this machine's GPUs",
+               "qr-bench"};
+  Parsed p;
+  DefineFlags(app, p);
+  return app.help();
 }
 
 StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
-  BenchOptions o;
-  std::optional<std::string> sizes, regimes, dtypes, modes, peer_bytes;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    auto value = [&]() -> StatusOr<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return InvalidArgumentError(flag + " needs a value");
-      return args[++i];
-    };
-    auto no_value = [&]() -> Status {
-      if (inline_value) return InvalidArgumentError(flag + " takes no value");
-      return OkStatus();
-    };
-    if (flag == "--sizes") {
-      QR_ASSIGN_OR_RETURN(sizes, value());
-    } else if (flag == "--regimes") {
-      QR_ASSIGN_OR_RETURN(regimes, value());
-    } else if (flag == "--dtypes") {
-      QR_ASSIGN_OR_RETURN(dtypes, value());
-    } else if (flag == "--modes") {
-      QR_ASSIGN_OR_RETURN(modes, value());
-    } else if (flag == "--algos") {
-      QR_ASSIGN_OR_RETURN(std::string v, value());
-      QR_RETURN_IF_ERROR(ParseAlgos(v, o));
-    } else if (flag == "--world-size") {
-      QR_ASSIGN_OR_RETURN(std::string v, value());
-      QR_ASSIGN_OR_RETURN(o.world_size, ParseInt(flag, v, 2, 8));
-      if (o.world_size != 2 && o.world_size != 4 && o.world_size != 8) {
-        return InvalidArgumentError("--world-size: " + v + " is not 2, 4 or 8");
-      }
-    } else if (flag == "--max-blocks") {
-      QR_ASSIGN_OR_RETURN(std::string v, value());
-      QR_ASSIGN_OR_RETURN(o.max_blocks, ParseInt(flag, v, 0, 65536));
-    } else if (flag == "--eager-max-size") {
-      QR_ASSIGN_OR_RETURN(std::string v, value());
-      QR_ASSIGN_OR_RETURN(o.eager_max_bytes, ParseFlagSize(flag, v));
-    } else if (flag == "--peer-bytes") {
-      QR_ASSIGN_OR_RETURN(peer_bytes, value());
-    } else if (flag == "--no-nccl") {
-      QR_RETURN_IF_ERROR(no_value());
-      o.nccl = false;
-    } else if (flag == "--no-peer-bandwidth") {
-      QR_RETURN_IF_ERROR(no_value());
-      o.peer_bandwidth = false;
-    } else if (flag == "--csv") {
-      QR_ASSIGN_OR_RETURN(o.csv_path, value());
-    } else if (flag == "--json") {
-      QR_ASSIGN_OR_RETURN(o.json_path, value());
-    } else if (flag == "--min-size-table") {
-      QR_ASSIGN_OR_RETURN(o.min_size_table_path, value());
-    } else if (flag == "--quick") {
-      QR_RETURN_IF_ERROR(no_value());
-      o.quick = true;
-    } else if (flag == "--help" || flag == "-h") {
-      o.help = true;
-    } else {
-      return InvalidArgumentError("unknown flag '" + args[i] + "' (see --help)");
-    }
-  }
-  QR_ASSIGN_OR_RETURN(o.sizes, ParseSizes(sizes.value_or(o.quick ? kQuickSizes : kDefaultSizes)));
-  QR_ASSIGN_OR_RETURN(o.dtypes, ParseDTypes(dtypes.value_or(o.quick ? "fp16,bf16" : "fp16,bf16,bf16cast")));
-  QR_ASSIGN_OR_RETURN(o.modes, ParseModes(modes.value_or(o.quick ? "graph" : "graph,eager")));
-  QR_ASSIGN_OR_RETURN(o.peer_bytes, ParseFlagSize("--peer-bytes", peer_bytes.value_or(o.quick ? "64M" : "256M")));
-  QR_ASSIGN_OR_RETURN(o.regimes, ParseRegimes(regimes.value_or("FP,INT8,INT6,INT4,INT3")));
-  // Canonical order whatever the command line said: tables read the same,
-  // and bf16 is timed before bf16cast so its NCCL number can be reused.
-  std::sort(o.regimes.begin(), o.regimes.end());
-  std::sort(o.dtypes.begin(), o.dtypes.end());
-  std::sort(o.modes.begin(), o.modes.end());
-  const auto int3 = std::find(o.regimes.begin(), o.regimes.end(), Codec::kInt3);
-  if (o.world_size != 2 && int3 != o.regimes.end()) {
-    if (regimes) {
-      return InvalidArgumentError("--regimes: INT3 runs only at world size 2, not " +
-                                  std::to_string(o.world_size));
-    }
-    o.regimes.erase(int3);
-    o.notes.push_back("INT3 left out: it runs only at world size 2");
-  }
-  if (o.modes == std::vector<BenchMode>{BenchMode::kEager} && o.sizes.front() > o.eager_max_bytes) {
-    return InvalidArgumentError("--modes eager: every size is above --eager-max-size " +
-                                SizeName(o.eager_max_bytes) + ", nothing would be timed");
-  }
-  return o;
+  CLI::App app{"qr-bench", "qr-bench"};
+  Parsed p;
+  DefineFlags(app, p);
+  QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &p.o.help));
+  if (p.o.help) return p.o;
+  QR_RETURN_IF_ERROR(Finish(p));
+  return p.o;
 }
 
 }  // namespace qr::bench

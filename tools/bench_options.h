@@ -1,7 +1,8 @@
 // qr-bench's command line: what to sweep (sizes x regimes x dtypes x modes x
 // algorithms), where to write results, and the size syntax ("4K", "1M").
-// Parsing is pure and validates everything before the benchmark touches a
-// GPU, so a bad flag costs nothing on the device machine.
+// Parsing is pure (CLI11, then the rules between flags) and validates
+// everything before the benchmark touches a GPU, so a bad flag costs nothing
+// on the device machine.
 //
 //   QR_ASSIGN_OR_RETURN(BenchOptions o, ParseBenchArgs({"--sizes", "1M,64M"}));
 #ifndef QR_TOOLS_BENCH_OPTIONS_H_
@@ -10,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -64,24 +64,19 @@ struct BenchOptions {
   std::vector<std::string> notes;  // adjustments worth telling the user
 };
 
-// Parses argv[1..]. Flags take "--flag value" or "--flag=value". Defaults:
+// Parses argv[1..] with CLI11: "--flag value" or "--flag=value", lists
+// comma-separated, sizes as common/bytes.h reads them ("4K", "1M"). Defaults:
 // the full sweep (4K..1G, FP..INT3, fp16/bf16/bf16cast, graph and eager,
 // both algorithms, NCCL, world size 2). --quick picks a smaller default set
-// that explicit flags still override. kInvalidArgument naming the flag and
-// the allowed values for an unknown flag, a missing value, an unknown list
-// item, a bad size (not a positive multiple of 16, above 4 GiB), a world
-// size not 2/4/8, INT3 asked for at a world size other than 2, or a list
-// left empty.
+// that explicit flags still override. kInvalidArgument naming the flag (and
+// the allowed values) for an unknown flag, a missing value, an unknown or
+// empty list item, a bad size (not a positive multiple of 16, above 4 GiB),
+// a world size not 2/4/8, INT3 asked for at a world size other than 2, or an
+// eager-only sweep with nothing to time. --help sets `help` and nothing else.
 [[nodiscard]] StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
 
-// The --help text.
+// The --help text (CLI11's, from the same flag definitions).
 std::string BenchUsage();
-
-// "4096", "4K", "16k", "1M", "1G" -> bytes. kInvalidArgument otherwise
-// (empty, non-digits, overflow).
-[[nodiscard]] StatusOr<size_t> ParseSize(std::string_view text);
-// Inverse for whole units: 4096 -> "4K", 1 << 20 -> "1M", 100 -> "100".
-std::string SizeName(size_t bytes);
 
 }  // namespace qr::bench
 

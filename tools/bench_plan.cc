@@ -1,6 +1,10 @@
 #include "tools/bench_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "common/bytes.h"
 
 namespace qr::bench {
 
@@ -72,10 +76,34 @@ double EstimateRunSeconds(const std::vector<BenchCell>& cells, const BenchOption
 }
 
 std::string CellLabel(const BenchCell& cell) {
-  std::string s = SizeName(cell.bytes) + " " + BenchDTypeName(cell.dtype) + " " +
-                  BenchModeName(cell.mode) + " " + BenchAlgoName(cell.algo);
-  if (cell.algo == BenchAlgo::kTwoShot) s += std::string(" ") + CodecName(cell.codec);
+  std::string s = fmt::format("{} {} {} {}", FormatBytes(cell.bytes, ByteStyle::kCompact),
+                              BenchDTypeName(cell.dtype), BenchModeName(cell.mode),
+                              BenchAlgoName(cell.algo));
+  if (cell.algo == BenchAlgo::kTwoShot) s += fmt::format(" {}", CodecName(cell.codec));
   return s;
+}
+
+bool SweepGuard::ShouldTime(const BenchCell& cell) const {
+  if (cell.algo == BenchAlgo::kNccl) return nccl_;
+  if (cell.algo == BenchAlgo::kOneShot) return one_shot_;
+  return true;
+}
+
+SweepGuard::Verdict SweepGuard::OnFailure(const BenchCell& cell, bool poisoned) {
+  Verdict v;
+  if (cell.algo == BenchAlgo::kNccl && nccl_) {
+    nccl_ = false;
+    v.failures.push_back("NCCL baseline dropped for the rest of the run");
+  }
+  if (cell.algo == BenchAlgo::kOneShot && !poisoned && one_shot_) {
+    one_shot_ = false;
+    v.failures.push_back("one-shot skipped for the rest of the run");
+  }
+  if (poisoned) {
+    v.stop = ++rebuilds_ > kMaxGroupRebuilds;
+    v.rebuild_group = !v.stop;
+  }
+  return v;
 }
 
 }  // namespace qr::bench

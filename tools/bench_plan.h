@@ -57,6 +57,35 @@ double EstimateRunSeconds(const std::vector<BenchCell>& cells, const BenchOption
 // "64M bf16 graph two-shot INT4" for progress lines.
 std::string CellLabel(const BenchCell& cell);
 
+inline constexpr int kMaxGroupRebuilds = 3;
+
+// The sweep's rules for failures, apart from the GPU so that the host tests
+// them: a failing cell is skipped, not fatal. An NCCL failure drops the
+// baseline for the rest of the run; a one-shot launch error (a group not
+// poisoned) drops one-shot; a poisoned group (a kernel timed out or saw an
+// abort) is rebuilt, at most kMaxGroupRebuilds times, then the sweep stops.
+class SweepGuard {
+ public:
+  explicit SweepGuard(bool have_nccl) : nccl_(have_nccl) {}
+
+  // False for cells of an algorithm dropped earlier (or NCCL never loaded).
+  bool ShouldTime(const BenchCell& cell) const;
+  bool nccl() const { return nccl_; }
+
+  struct Verdict {
+    std::vector<std::string> failures;  // lines for the report, beyond the cell's own
+    bool rebuild_group = false;
+    bool stop = false;  // too many rebuilds
+  };
+  // After `cell` failed; `poisoned`: a kernel left an error word set.
+  Verdict OnFailure(const BenchCell& cell, bool poisoned);
+
+ private:
+  bool nccl_;
+  bool one_shot_ = true;
+  int rebuilds_ = 0;
+};
+
 }  // namespace qr::bench
 
 #endif  // QR_TOOLS_BENCH_PLAN_H_

@@ -10,6 +10,9 @@
 namespace qr::bench {
 namespace {
 
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
 constexpr size_t K = 1024;
 constexpr size_t M = K * K;
 
@@ -82,6 +85,55 @@ TEST(BenchPlanTest, MedianOfOddAndEvenCounts) {
   EXPECT_EQ(Median({4.0, 1.0, 3.0, 2.0}), 2.5);
   EXPECT_EQ(Median({7.0}), 7.0);
   EXPECT_EQ(Median({}), 0.0);
+}
+
+BenchCell Cell(BenchAlgo algo) {
+  return {M, BenchDType::kFp16, BenchMode::kGraph, algo,
+          algo == BenchAlgo::kTwoShot ? Codec::kInt4 : Codec::kFp};
+}
+
+TEST(SweepGuardTest, NcclIsTimedOnlyWhenLoadedAndDroppedAfterItsFirstFailure) {
+  EXPECT_FALSE(SweepGuard(false).ShouldTime(Cell(BenchAlgo::kNccl)));
+  SweepGuard g(true);
+  EXPECT_TRUE(g.ShouldTime(Cell(BenchAlgo::kNccl)));
+  const SweepGuard::Verdict v = g.OnFailure(Cell(BenchAlgo::kNccl), /*poisoned=*/false);
+  EXPECT_THAT(v.failures, ElementsAre(HasSubstr("NCCL baseline dropped")));
+  EXPECT_FALSE(v.rebuild_group || v.stop);
+  EXPECT_FALSE(g.nccl());
+  EXPECT_FALSE(g.ShouldTime(Cell(BenchAlgo::kNccl)));
+  EXPECT_TRUE(g.ShouldTime(Cell(BenchAlgo::kOneShot)));
+  EXPECT_TRUE(g.ShouldTime(Cell(BenchAlgo::kTwoShot)));
+}
+
+TEST(SweepGuardTest, AOneShotLaunchErrorDropsOneShotButATimeoutRebuildsInstead) {
+  SweepGuard timeout(false);
+  const SweepGuard::Verdict t = timeout.OnFailure(Cell(BenchAlgo::kOneShot), /*poisoned=*/true);
+  EXPECT_TRUE(t.failures.empty());
+  EXPECT_TRUE(t.rebuild_group);
+  EXPECT_TRUE(timeout.ShouldTime(Cell(BenchAlgo::kOneShot)));
+
+  SweepGuard launch(false);
+  const SweepGuard::Verdict l = launch.OnFailure(Cell(BenchAlgo::kOneShot), /*poisoned=*/false);
+  EXPECT_THAT(l.failures, ElementsAre(HasSubstr("one-shot skipped")));
+  EXPECT_FALSE(l.rebuild_group);
+  EXPECT_FALSE(launch.ShouldTime(Cell(BenchAlgo::kOneShot)));
+  EXPECT_TRUE(launch.ShouldTime(Cell(BenchAlgo::kTwoShot)));
+}
+
+TEST(SweepGuardTest, TwoShotFailuresSkipOnlyTheCellAndPoisonedGroupsAreRebuiltAFewTimes) {
+  SweepGuard g(true);
+  const SweepGuard::Verdict plain = g.OnFailure(Cell(BenchAlgo::kTwoShot), /*poisoned=*/false);
+  EXPECT_TRUE(plain.failures.empty());
+  EXPECT_FALSE(plain.rebuild_group || plain.stop);
+  for (int i = 0; i < kMaxGroupRebuilds; ++i) {
+    const SweepGuard::Verdict v = g.OnFailure(Cell(BenchAlgo::kTwoShot), /*poisoned=*/true);
+    EXPECT_TRUE(v.rebuild_group) << i;
+    EXPECT_FALSE(v.stop) << i;
+  }
+  const SweepGuard::Verdict last = g.OnFailure(Cell(BenchAlgo::kTwoShot), /*poisoned=*/true);
+  EXPECT_TRUE(last.stop);
+  EXPECT_FALSE(last.rebuild_group);
+  EXPECT_TRUE(g.nccl());
 }
 
 }  // namespace

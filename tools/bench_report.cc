@@ -1,5 +1,7 @@
 #include "tools/bench_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "comm/config.h"
+#include "common/bytes.h"
 #include "comm/policy.h"
 #include "nlohmann/json.hpp"
 
@@ -21,11 +24,7 @@ using GroupKey = std::tuple<size_t, BenchDType, BenchMode>;
 
 GroupKey KeyOf(const BenchCell& c) { return {c.bytes, c.dtype, c.mode}; }
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
+std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
 
 // Empty for "unknown" (0), so that CSV readers see a missing value, not a zero.
 std::string FieldOrEmpty(double v, int digits) { return v > 0 ? Fixed(v, digits) : ""; }
@@ -197,7 +196,8 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
   std::string body;
   for (int d = 0; d < 2; ++d) {
     std::vector<std::string> never, missing, gaps;
-    body += std::string(DTypeName(dtypes[d])) + " ws" + std::to_string(world_size);
+    const std::string row = fmt::format("{} ws{}", DTypeName(dtypes[d]), world_size);
+    body += row;
     for (int c = 0; c < kNumCodecs; ++c) {
       const Codec codec = kAllCodecs[c];
       const Floor f = FloorFor(rows, table_dtypes[d], codec);
@@ -212,26 +212,29 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
         t.mib[d][c] = FloorMiB(f);
         t.measured[d][c] = true;
         if (f.kind == Floor::kNever) {
-          never.push_back(std::string(CodecName(codec)) + " (largest measured " +
-                          SizeName(f.largest) + ")");
+          never.push_back(fmt::format("{} (largest measured {})", CodecName(codec),
+                                      FormatBytes(f.largest, ByteStyle::kCompact)));
         } else if (f.gap != 0) {
-          gaps.push_back(std::string(CodecName(codec)) + " at " + SizeName(f.gap));
+          gaps.push_back(
+              fmt::format("{} at {}", CodecName(codec), FormatBytes(f.gap, ByteStyle::kCompact)));
         }
       }
-      body += " " + std::to_string(t.mib[d][c]);
+      body += fmt::format(" {}", t.mib[d][c]);
     }
     body += "\n";
-    const std::string row = std::string(DTypeName(dtypes[d])) + " ws" + std::to_string(world_size);
     if (!never.empty()) {
-      comments.push_back("# " + row + ": never beats NCCL at the largest measured size, floor set " +
-                         "above it: " + CodecList(never));
+      comments.push_back(fmt::format(
+          "# {}: never beats NCCL at the largest measured size, floor set above it: {}", row,
+          CodecList(never)));
     }
     if (!gaps.empty()) {
-      comments.push_back("# " + row + ": the policy's pick was not timed below the floor, so it " +
-                         "may be lower: " + CodecList(gaps));
+      comments.push_back(fmt::format(
+          "# {}: the policy's pick was not timed below the floor, so it may be lower: {}", row,
+          CodecList(gaps)));
     }
     if (!missing.empty()) {
-      comments.push_back("# " + row + ": not measured, built-in value kept: " + CodecList(missing));
+      comments.push_back(
+          fmt::format("# {}: not measured, built-in value kept: {}", row, CodecList(missing)));
     }
   }
   // bf16 with the cast has no row of its own; show what its data says.
@@ -239,8 +242,8 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
   for (int c = 0; c < kNumCodecs; ++c) {
     const Floor f = FloorFor(rows, BenchDType::kBf16Cast, kAllCodecs[c]);
     if (f.kind == Floor::kNoData) continue;
-    cast_floors.push_back(std::string(CodecName(kAllCodecs[c])) + " " +
-                          std::to_string(FloorMiB(f)) + (f.kind == Floor::kNever ? " (never)" : ""));
+    cast_floors.push_back(fmt::format("{} {}{}", CodecName(kAllCodecs[c]), FloorMiB(f),
+                                      f.kind == Floor::kNever ? " (never)" : ""));
   }
   if (!cast_floors.empty()) {
     comments.push_back("# bf16 with QR_CAST_BF16_TO_FP16=1 (the default on AMD) uses the fp16 row; "
@@ -251,24 +254,27 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
     const int64_t up_to = OneShotWinsUpTo(rows, d);
     t.one_shot_wins_up_to_bytes[static_cast<int>(d)] = up_to;
     if (up_to < 0) continue;
-    wins.push_back(std::string(BenchDTypeName(d)) + " " +
-                   (up_to == 0 ? std::string("never") : SizeName(static_cast<size_t>(up_to))));
+    wins.push_back(fmt::format(
+        "{} {}", BenchDTypeName(d),
+        up_to == 0 ? std::string("never")
+                   : FormatBytes(static_cast<uint64_t>(up_to), ByteStyle::kCompact)));
     const int64_t kb = up_to / kKiB;
     t.one_shot_max_kb = t.one_shot_max_kb < 0 ? kb : std::min(t.one_shot_max_kb, kb);
   }
   if (!wins.empty()) {
-    comments.push_back("# one-shot beats two-shot FP (graph) up to: " + CodecList(wins) +
-                       " -> suggested QR_ONE_SHOT_MAX_KB=" + std::to_string(t.one_shot_max_kb));
+    comments.push_back(
+        fmt::format("# one-shot beats two-shot FP (graph) up to: {} -> suggested QR_ONE_SHOT_MAX_KB={}",
+                    CodecList(wins), t.one_shot_max_kb));
   } else {
     comments.push_back("# one-shot vs two-shot FP: not both measured, no QR_ONE_SHOT_MAX_KB suggestion");
   }
-  t.text = "# QR_MIN_SIZE_TABLE derived by qr-bench from graph-mode timings, world size " +
-           std::to_string(world_size) +
-           ": per regime the smallest measured size (MiB, rounded down; 0 = no floor) from\n"
-           "# which the policy's pick (one-shot/two-shot, default config) beats NCCL at that "
-           "and every larger measured size.\n"
-           "#    ws    FP INT8 INT6 INT4 INT3\n" +
-           body;
+  t.text = fmt::format(
+      "# QR_MIN_SIZE_TABLE derived by qr-bench from graph-mode timings, world size {}: per "
+      "regime the smallest measured size (MiB, rounded down; 0 = no floor) from\n"
+      "# which the policy's pick (one-shot/two-shot, default config) beats NCCL at that "
+      "and every larger measured size.\n"
+      "#    ws    FP INT8 INT6 INT4 INT3\n{}",
+      world_size, body);
   for (const auto& c : comments) t.text += c + "\n";
   return t;
 }
@@ -279,11 +285,11 @@ std::string CsvHeader() {
 }
 
 std::string CsvLine(const BenchRow& r) {
-  return std::to_string(r.bytes) + "," + BenchDTypeName(r.dtype) + "," + BenchModeName(r.mode) +
-         "," + BenchAlgoName(r.algo) + "," + r.regime + "," + Fixed(r.us, 3) + "," +
-         Fixed(r.algbw_gbps, 2) + "," + FieldOrEmpty(r.nccl_us, 3) + "," +
-         FieldOrEmpty(r.ratio_vs_nccl, 3) + "," + FieldOrEmpty(r.link_limit_us, 3) + "," +
-         FieldOrEmpty(r.pct_of_link_limit, 1) + "," + r.policy_choice + "\n";
+  return fmt::format("{},{},{},{},{},{:.3f},{:.2f},{},{},{},{},{}\n", r.bytes,
+                     BenchDTypeName(r.dtype), BenchModeName(r.mode), BenchAlgoName(r.algo),
+                     r.regime, r.us, r.algbw_gbps, FieldOrEmpty(r.nccl_us, 3),
+                     FieldOrEmpty(r.ratio_vs_nccl, 3), FieldOrEmpty(r.link_limit_us, 3),
+                     FieldOrEmpty(r.pct_of_link_limit, 1), r.policy_choice);
 }
 
 std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
@@ -335,14 +341,9 @@ std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
 }
 
 std::string TableHeader(const std::vector<Codec>& regimes) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s %16s", "size", "dtype", "mode", "NCCL",
-                "one-shot");
-  std::string s = buf;
-  for (Codec c : regimes) {
-    std::snprintf(buf, sizeof(buf), " %16s", (std::string("2s-") + CodecName(c)).c_str());
-    s += buf;
-  }
+  std::string s =
+      fmt::format("{:<5} {:<8} {:<5} {:>8} {:>16}", "size", "dtype", "mode", "NCCL", "one-shot");
+  for (Codec c : regimes) s += fmt::format(" {:>16}", fmt::format("2s-{}", CodecName(c)));
   return s + "  policy\n" + std::string(s.size() + 8, '-') + "\n";
 }
 
@@ -350,12 +351,10 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
   if (group.empty()) return "";
   auto cell = [](const BenchRow* r) -> std::string {
     if (r == nullptr) return "               -";
-    char buf[64];
     const std::string ratio = r->ratio_vs_nccl > 0 ? Fixed(r->ratio_vs_nccl, 2) : "-";
     const std::string link =
         r->pct_of_link_limit > 0 ? Fixed(r->pct_of_link_limit, 0) + "%" : "-";
-    std::snprintf(buf, sizeof(buf), " %7.1f %4s %3s", r->us, ratio.c_str(), link.c_str());
-    return buf;
+    return fmt::format(" {:7.1f} {:>4} {:>3}", r->us, ratio, link);
   };
   const BenchRow* nccl = nullptr;
   const BenchRow* one = nullptr;
@@ -365,11 +364,11 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
     if (r.algo == BenchAlgo::kOneShot) one = &r;
     if (r.algo == BenchAlgo::kPolicy && policy.empty()) policy = r.policy_choice;
   }
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "%-5s %-8s %-5s %8s", SizeName(group[0].bytes).c_str(),
-                BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
-                nccl ? Fixed(nccl->us, 1).c_str() : "-");
-  std::string s = std::string(buf) + cell(one);
+  std::string s = fmt::format("{:<5} {:<8} {:<5} {:>8}",
+                              FormatBytes(group[0].bytes, ByteStyle::kCompact),
+                              BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
+                              nccl ? Fixed(nccl->us, 1) : "-");
+  s += cell(one);
   for (Codec c : regimes) {
     const BenchRow* two = nullptr;
     for (const BenchRow& r : group) {
@@ -382,11 +381,13 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return InvalidArgumentError("cannot write " + path + ": " + std::strerror(errno));
+  if (f == nullptr) {
+    return InvalidArgumentError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
   const size_t n = std::fwrite(text.data(), 1, text.size(), f);
   const bool closed = std::fclose(f) == 0;
   if (n != text.size() || !closed) {
-    return InvalidArgumentError("writing " + path + " failed: " + std::strerror(errno));
+    return InvalidArgumentError(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
   }
   return OkStatus();
 }

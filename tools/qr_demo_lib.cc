@@ -1,5 +1,7 @@
 #include "tools/qr_demo_lib.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,18 +77,10 @@ Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* o
 
 std::string Verdict::Describe() const {
   std::string s;
-  if (!bit_identical) {
-    s += "differs from the reference at element " + std::to_string(first_mismatch) + "; ";
-  }
-  s += std::to_string(bound.violations) + " elements beyond the bound (max error/bound " +
-       std::to_string(bound.max_ratio) + " at element " + std::to_string(bound.worst_index) + ")";
+  if (!bit_identical) s += fmt::format("differs from the reference at element {}; ", first_mismatch);
+  s += fmt::format("{} elements beyond the bound (max error/bound {:f} at element {})",
+                   bound.violations, bound.max_ratio, bound.worst_index);
   return s;
-}
-
-std::string FormatBytes(uint64_t bytes) {
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " B";
 }
 
 }  // namespace qr::demo

@@ -36,9 +36,6 @@ struct Verdict {
 Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* output,
                Algorithm algorithm = Algorithm::kTwoShot);
 
-// "16 B", "40 KiB", "64 MiB", ... (exact: falls back to bytes).
-std::string FormatBytes(uint64_t bytes);
-
 }  // namespace qr::demo
 
 #endif  // QR_TOOLS_QR_DEMO_LIB_H_

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/bytes.h"
 #include "common/utf8.h"
 #include "ipc/group_types.h"
 
@@ -89,29 +90,12 @@ std::string Duration(double s) {
   return o.str();
 }
 
-std::string Bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream o;
-  if (u == 0) {
-    o << b << " B";
-  } else {
-    o << std::fixed << std::setprecision(1) << v << " " << units[u];
-  }
-  return o.str();
-}
-
 std::string Codecs(const json& counters, bool bytes) {
   std::string s;
   for (const char* c : ipc::kCounterNames) {
     uint64_t v = Num(counters, c, uint64_t{0});
     if (v == 0) continue;
-    s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? Bytes(v) : std::to_string(v));
+    s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? FormatBytes(v, ByteStyle::kRounded) : std::to_string(v));
   }
   return s.empty() ? "-" : s;
 }
@@ -142,7 +126,7 @@ std::string RenderStatusText(const json& doc) {
       << (Flag(g, "adopted") ? " (adopted)" : "") << "  age " << Duration(Num(g, "age_s", 0.0))
       << "\n"
       << "  segment " << Text(g, "segment") << "  buffer "
-      << Bytes(Num(g, "buffer_bytes", uint64_t{0})) << "\n";
+      << FormatBytes(Num(g, "buffer_bytes", uint64_t{0}), ByteStyle::kRounded) << "\n";
     if (!Field(g, "failure_reason").is_null()) {
       o << "  failure: " << Text(g, "failure_reason") << "\n";
     }

@@ -1,0 +1,99 @@
+#include "tools/bench_peer.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "kernels/gpu/peer_bandwidth.h"
+#include "kernels/platform/gpu_api.h"
+#include "tools/bench_gpu.h"
+
+namespace qr::bench {
+
+StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, size_t bytes, int reps) {
+  const int ws = static_cast<int>(streams.size());
+  PeerBandwidth pb;
+  pb.bytes = bytes;
+  pb.reps = reps;
+  // recv[p] holds one region per source rank, so sources never share lines.
+  std::vector<void*> recv(ws, nullptr);
+  auto free_all = [&] {
+    for (int p = 0; p < ws; ++p) {
+      if (recv[p] != nullptr && gpu::SetDevice(p).ok()) gpu::Free(recv[p]);
+    }
+  };
+  auto run = [&]() -> Status {
+    std::vector<kernels::PeerStoreArgs> args(ws);
+    for (int p = 0; p < ws; ++p) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(p));
+      QR_ASSIGN_OR_RETURN(recv[p], gpu::Malloc(bytes * ws));
+    }
+    for (int r = 0; r < ws; ++r) {
+      QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(r));
+      args[r].blocks = std::max(sms * 2, ws);
+      args[r].bytes_per_dst = bytes;
+      args[r].stream = streams[r];
+      for (int p = 0; p < ws; ++p) {
+        if (p != r) args[r].dst[args[r].num_dst++] = static_cast<char*>(recv[p]) + r * bytes;
+      }
+    }
+    std::vector<gpu::Event> start(ws), stop(ws);
+    for (int r = 0; r < ws; ++r) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+      QR_ASSIGN_OR_RETURN(start[r], gpu::EventCreate());
+      QR_ASSIGN_OR_RETURN(stop[r], gpu::EventCreate());
+    }
+    // One round over `ranks`, all storing together; GB/s per rank.
+    auto round = [&](const std::vector<int>& ranks) -> StatusOr<std::vector<double>> {
+      for (int r : ranks) {  // warm-up
+        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+        QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(args[r]));
+      }
+      QR_RETURN_IF_ERROR(SyncAll(streams));
+      for (int r : ranks) {
+        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+        QR_RETURN_IF_ERROR(gpu::EventRecord(start[r], streams[r]));
+      }
+      for (int i = 0; i < reps; ++i) {
+        for (int r : ranks) {
+          QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+          QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(args[r]));
+        }
+      }
+      for (int r : ranks) {
+        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+        QR_RETURN_IF_ERROR(gpu::EventRecord(stop[r], streams[r]));
+      }
+      QR_RETURN_IF_ERROR(SyncAll(streams));
+      std::vector<double> gbps;
+      for (int r : ranks) {
+        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+        QR_ASSIGN_OR_RETURN(float ms, gpu::EventElapsedMs(start[r], stop[r]));
+        const double sent = static_cast<double>(bytes) * args[r].num_dst * reps;
+        gbps.push_back(sent / (static_cast<double>(ms) * 1e6));
+      }
+      return gbps;
+    };
+    std::vector<int> all(ws);
+    for (int r = 0; r < ws; ++r) all[r] = r;
+    Status s = [&]() -> Status {
+      QR_ASSIGN_OR_RETURN(pb.concurrent_gbps, round(all));
+      for (int r = 0; r < ws; ++r) {
+        QR_ASSIGN_OR_RETURN(std::vector<double> alone, round({r}));
+        pb.alone_gbps.push_back(alone[0]);
+      }
+      return OkStatus();
+    }();
+    for (int r = 0; r < ws; ++r) {
+      if (!gpu::SetDevice(r).ok()) continue;
+      gpu::EventDestroy(start[r]);
+      gpu::EventDestroy(stop[r]);
+    }
+    return s;
+  };
+  const Status s = run();
+  free_all();
+  QR_RETURN_IF_ERROR(s);
+  return pb;
+}
+
+}  // namespace qr::bench
