@@ -331,5 +331,67 @@ TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
   std::printf("survivor saw PEER_FAILED %.1f ms after the kill\n", ms);
 }
 
+// With no broker, no sweep follows a group's end: the last member to leave
+// removes the segment and the dead members' data objects (on main they stayed
+// until the next broker started: 20 MiB per dead host rank).
+TEST_F(TrustTest, LastMemberOutRemovesTheGroupWithoutABroker) {
+  broker_->Start();
+  const std::string group = UniqueGroup("nobroker-gc");
+  Pipe pipe;
+  pid_t peer = ForkChild([&] {
+    auto m = GroupMembership::Join(HostJoin(socket(), group, 1, 2));
+    if (!m.ok()) return 1;
+    // A data object of this rank, as the host backend makes one.
+    const std::string data = (*m)->segment_name() + "-host1";
+    const int fd = ::shm_open(data.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return 2;
+    ::close(fd);
+    char c = (*m)->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)).ok() ? 'R' : 'F';
+    pipe.Write(&c, 1);
+    ::pause();
+    return 0;
+  });
+  ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
+  ASSERT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
+  char c = 0;
+  ASSERT_TRUE(pipe.Read(&c, 1, std::chrono::seconds(10)));
+  ASSERT_EQ(c, 'R');
+  const std::string prefix = ipc::UserPrefix(::getuid()) + group + "-";
+  EXPECT_EQ(ShmObjectsWithPrefix(prefix).size(), 2u);  // the segment, rank 1's data
+  broker_->Signal(SIGKILL);
+  ::kill(peer, SIGKILL);
+  WaitChild(peer);
+  ASSERT_TRUE(WaitFor([&] { return !m0->Check().ok(); }, std::chrono::seconds(1)));
+  m0->Leave().IgnoreError();  // no broker to tell
+  EXPECT_THAT(ShmObjectsWithPrefix(prefix), ::testing::IsEmpty());
+}
+
+// A member that leaves while a peer lives leaves the group alone.
+TEST_F(TrustTest, MemberLeavingWithoutABrokerKeepsALivePeersGroup) {
+  broker_->Start();
+  const std::string group = UniqueGroup("nobroker-keep");
+  Pipe pipe;
+  pid_t peer = ForkChild([&] {
+    auto m = GroupMembership::Join(HostJoin(socket(), group, 1, 2));
+    if (!m.ok()) return 1;
+    char c = (*m)->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)).ok() ? 'R' : 'F';
+    pipe.Write(&c, 1);
+    ::pause();
+    return 0;
+  });
+  ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
+  ASSERT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
+  char c = 0;
+  ASSERT_TRUE(pipe.Read(&c, 1, std::chrono::seconds(10)));
+  ASSERT_EQ(c, 'R');
+  broker_->Signal(SIGKILL);
+  m0->Leave().IgnoreError();
+  const std::string prefix = ipc::UserPrefix(::getuid()) + group + "-";
+  EXPECT_EQ(ShmObjectsWithPrefix(prefix).size(), 1u);  // rank 1 still maps it
+  ::kill(peer, SIGKILL);
+  WaitChild(peer);
+  for (const std::string& name : ShmObjectsWithPrefix(prefix)) ::shm_unlink(("/" + name).c_str());
+}
+
 }  // namespace
 }  // namespace qr::testing
