@@ -17,11 +17,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include "comm/communicator.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -454,6 +457,52 @@ TEST_F(HardeningTest, GenerationMapAndLogStayBounded) {
       << "the log grew past its cap: " << st.st_size << " bytes";
   EXPECT_LT(rotated.st_size, 4 * 16384);
   EXPECT_TRUE(BrokerAlive());
+}
+
+// --- a rank that cannot reserve its buffer ----------------------------------
+
+// A host group of 4 needs 80 MiB; this /dev/shm has 64. The ranks whose
+// buffers do not fit fail with UNAVAILABLE and fail the group, so the others
+// fail at once (naming why) instead of waiting out the join timeout for ranks
+// that "never joined" (on main: 20 s).
+TEST_F(HardeningTest, RankThatCannotReserveItsBufferFailsItsPeersAtOnce) {
+  StartBroker();
+  const std::string group = UniqueGroup("nospace");
+  std::vector<Status> results(4);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([&, r] {
+      JoinOptions o;
+      o.broker_socket = socket();
+      o.group = group;
+      o.rank = r;
+      o.world_size = 4;
+      o.timeout_ms = 20000;
+      auto c = Communicator::Join(o);
+      results[r] = c.ok() ? OkStatus() : c.status();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  int refused = 0;
+  for (int r = 0; r < 4; ++r) {
+    const Status& s = results[r];
+    EXPECT_FALSE(s.ok()) << "rank " << r;
+    EXPECT_THAT(s.message(), HasSubstr("not enough shared memory")) << "rank " << r << ": " << s;
+    EXPECT_THAT(s.message(), Not(HasSubstr(": : "))) << s;
+    if (s.code() == StatusCode::kUnavailable) {
+      ++refused;
+      EXPECT_THAT(s.message(), HasSubstr("need 21 MiB in /dev/shm")) << s;
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kPeerFailed) << "rank " << r << ": " << s;
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_TRUE(BrokerAlive());
+  EXPECT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group).empty(); },
+                      std::chrono::seconds(3)));
 }
 
 }  // namespace
