@@ -983,6 +983,11 @@ void Server::MaybeDestroy(const std::string& name) {
   spdlog::info("{} ended; removing {} and its data objects", it->second->Describe(), seg_name);
   groups_.erase(it);
   ++state_version_;
+  // One entry per name (a name formed and ended again moves to the back):
+  // else a name reused forever grows the queue by one entry per generation
+  // while the map it prunes never exceeds its bound.
+  ended_names_.erase(std::remove(ended_names_.begin(), ended_names_.end(), name),
+                     ended_names_.end());
   ended_names_.push_back(name);
   // Forget the generations of the names that ended longest ago (a name that
   // formed again since is skipped: its group holds it).
@@ -1063,6 +1068,7 @@ std::string Server::BuildStatusJson() {
       {"connections", sessions_.size()},
       {"max_connections", max_connections_},
       {"remembered_names", last_generation_.size()},
+      {"ended_names", ended_names_.size()},
   };
   json groups = json::array();
   json problems = json::array();

@@ -459,6 +459,25 @@ TEST_F(HardeningTest, GenerationMapAndLogStayBounded) {
   EXPECT_TRUE(BrokerAlive());
 }
 
+// One name formed and ended again and again (a job's group, every restart)
+// keeps one entry: on main the queue of ended names grew by one per
+// generation (40 B a cycle, 400 KiB in 10 000 cycles), since the map it
+// prunes held one name and never reached its bound.
+TEST_F(HardeningTest, NameReusedForeverKeepsOneEntry) {
+  StartBroker({"--remembered-names", "8"});
+  const std::string group = UniqueGroup("reused");
+  for (uint64_t i = 1; i <= 40; ++i) {
+    std::unique_ptr<GroupMembership> m0, m1;
+    Form(group, &m0, &m1);
+    ASSERT_EQ(m0->generation(), i);  // generations still count up
+    ASSERT_OK(m0->Leave());
+    ASSERT_OK(m1->Leave());
+  }
+  ASSERT_OK_AND_ASSIGN(json doc, StatusDoc());
+  EXPECT_EQ(doc["broker"]["remembered_names"].get<int>(), 1) << doc["broker"].dump();
+  EXPECT_EQ(doc["broker"]["ended_names"].get<int>(), 1) << doc["broker"].dump();
+}
+
 // --- a rank that cannot reserve its buffer ----------------------------------
 
 // A host group of 4 needs 80 MiB; this /dev/shm has 64. The ranks whose
