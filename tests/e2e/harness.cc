@@ -88,6 +88,18 @@ void E2eTest::SetUp() {
   broker_ = std::move(b).value();
 }
 
+void Barrier::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t gen = generation_;
+  if (++arrived_ == n_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen; });
+}
+
 std::vector<std::string> ShmObjectsContaining(const std::string& needle) {
   std::vector<std::string> found;
   DIR* d = ::opendir("/dev/shm");

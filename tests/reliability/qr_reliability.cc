@@ -5,6 +5,7 @@
 //   qr-reliability cycles [--cycles 10000] [--minutes 15] [--snapshot-every 1000]  (host)
 //   qr-reliability shm-needs [--device N]
 //   qr-reliability shm-full          (in a private mount namespace, see below)
+//   qr-reliability reserve-cost [--repeat 15]
 //
 // peer-kill: two ranks (processes of this binary) stream fp16 all-reduces of
 // the given size; rank 1 is SIGKILLed in the middle of one and the time until
@@ -21,6 +22,9 @@
 //
 // shm-needs: forms groups of world size 2, 4 and 8 (processes) and reports
 // what they hold in /dev/shm, per group and per rank.
+//
+// reserve-cost: times reserving (posix_fallocate) and freeing a host buffer
+// of 4 to 20 MiB, what every host join and leave pays.
 //
 // shm-full: refuses to run unless /dev/shm is a small tmpfs (at most 1 GiB),
 // e.g. Docker's default of 64 MiB in a private mount namespace:
@@ -46,14 +50,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -62,6 +64,7 @@
 
 #include "CLI/CLI.hpp"
 #include "comm/communicator.h"
+#include "comm/shm_mapping.h"
 #include "common/status.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -190,6 +193,12 @@ class Broker {
   Status Start() {
     QR_ASSIGN_OR_RETURN(process_, BrokerProcess::Start(binary_, socket_, env_));
     return OkStatus();
+  }
+  // Start, saying why on stderr when it fails.
+  bool StartOrSay() {
+    Status s = Start();
+    if (!s.ok()) std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
+    return s.ok();
   }
   void Kill() {
     if (process_.pid() > 0) ::kill(process_.pid(), SIGKILL);
@@ -488,10 +497,7 @@ int PeerKill(const std::string& broker_bin, const std::string& setups_text,
              const std::string& sizes_text, int repeat, const std::string& regime, int device) {
   ScratchDir dir;
   Broker broker(broker_bin, dir.path(), {"QR_LOG_LEVEL=warn"});
-  if (Status s = broker.Start(); !s.ok()) {
-    std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
-    return 2;
-  }
+  if (!broker.StartOrSay()) return 2;
   const int fresh_broker_fds = OpenFds(broker.pid());
   std::printf("broker %s (fresh: %d fds), %s, fp16 %s, world size 2\n", broker_bin.c_str(),
               fresh_broker_fds,
@@ -536,10 +542,7 @@ int PeerKill(const std::string& broker_bin, const std::string& setups_text,
         broker_fd_max = std::max(broker_fd_max, t.broker_fds);
         if (setup == "none") {
           // What a later broker does with them: its start-up sweep.
-          if (Status s = broker.Start(); !s.ok()) {
-            std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
-            return 2;
-          }
+          if (!broker.StartOrSay()) return 2;
           if (!WaitUntil([&] { return ShmObjectsContaining(f.group).empty(); },
                          milliseconds(3000))) {
             std::printf("  still in /dev/shm after a broker start: %zu objects\n",
@@ -568,29 +571,6 @@ int PeerKill(const std::string& broker_bin, const std::string& setups_text,
 
 // --- cycles -------------------------------------------------------------------
 
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = generation_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != gen; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const int n_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
-};
-
 void Snapshot(const char* when, int cycle, double seconds, const Broker& broker,
               const std::string& group) {
   std::printf("%-7s cycle %6d  %7.1f s  broker RSS %6ld KiB, %3d fds  |  ours RSS %6ld KiB, %3d "
@@ -604,10 +584,7 @@ void Snapshot(const char* when, int cycle, double seconds, const Broker& broker,
 int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapshot_every) {
   ScratchDir dir;
   Broker broker(broker_bin, dir.path(), {"QR_LOG_LEVEL=warn"});
-  if (Status s = broker.Start(); !s.ok()) {
-    std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
-    return 2;
-  }
+  if (!broker.StartOrSay()) return 2;
   const std::string group = "cycles-" + UniqueToken().substr(0, 8);
   const auto start = Clock::now();
   const auto stop_at = start + std::chrono::duration_cast<Clock::duration>(
@@ -681,10 +658,7 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
 int ShmNeeds(const std::string& broker_bin, int device) {
   ScratchDir dir;
   Broker broker(broker_bin, dir.path(), {"QR_LOG_LEVEL=warn"});
-  if (Status s = broker.Start(); !s.ok()) {
-    std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
-    return 2;
-  }
+  if (!broker.StartOrSay()) return 2;
   const std::string token = UniqueToken().substr(0, 8);
   std::printf("/dev/shm held by a READY group, %s backend (allocated blocks)\n",
               device < 0 ? "host" : "GPU");
@@ -724,6 +698,36 @@ int ShmNeeds(const std::string& broker_bin, int device) {
     }
   }
   return rc;
+}
+
+// --- reserve-cost -------------------------------------------------------------
+
+// What a host join pays to reserve its buffer and a leave to free it:
+// ShmMapping::Create (shm_open, posix_fallocate, mmap) and its destruction
+// (munmap, shm_unlink), at the sizes a host rank could need.
+int ReserveCost(int repeat) {
+  const std::string name = "/quickreduce-reliability-reserve-" + UniqueToken().substr(0, 8);
+  for (int mib : {4, 8, 12, 20}) {
+    std::vector<double> create_ms, free_ms;
+    for (int i = 0; i < repeat; ++i) {
+      const auto t0 = Clock::now();
+      auto m = ShmMapping::Create(name, static_cast<size_t>(mib) << 20);
+      const auto t1 = Clock::now();
+      if (!m.ok()) {
+        std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+        return 1;
+      }
+      { ShmMapping gone = std::move(m).value(); }
+      const auto t2 = Clock::now();
+      create_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      free_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    const Summary c = Summarise(create_ms), f = Summarise(free_ms);
+    std::printf("%2d MiB: reserve (create) min %.1f median %.1f max %.1f ms; free (unmap, "
+                "unlink) min %.1f median %.1f max %.1f ms\n",
+                mib, c.min, c.median, c.max, f.min, f.median, f.max);
+  }
+  return 0;
 }
 
 // --- shm-full -----------------------------------------------------------------
@@ -819,10 +823,7 @@ int ShmFull(const std::string& broker_bin) {
   }
   ScratchDir dir;
   Broker broker(broker_bin, dir.path(), {"QR_LOG_LEVEL=warn"});
-  if (Status s = broker.Start(); !s.ok()) {
-    std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
-    return 2;
-  }
+  if (!broker.StartOrSay()) return 2;
   const int broker_fds = OpenFds(broker.pid());
   const int our_fds = OpenFds(::getpid());
   std::printf("/dev/shm: %s, %s free; broker %d fds\n", MiB(space.total).c_str(),
@@ -931,6 +932,9 @@ int Main(int argc, char** argv) {
   cycles->add_option("--snapshot-every", every, "cycles between two resource snapshots");
 
   CLI::App* needs = app.add_subcommand("shm-needs", "what groups hold in /dev/shm");
+  CLI::App* reserve = app.add_subcommand("reserve-cost", "time to reserve and free host buffers");
+  int reserve_repeat = 15;
+  reserve->add_option("--repeat", reserve_repeat, "samples per size");
   CLI::App* full = app.add_subcommand("shm-full", "joins on a full /dev/shm (private tmpfs)");
 
   WorkerFlags w;
@@ -962,6 +966,7 @@ int Main(int argc, char** argv) {
     return Cycles(broker_bin, n_cycles, minutes, every);
   }
   if (needs->parsed()) return ShmNeeds(broker_bin, device);
+  if (reserve->parsed()) return ReserveCost(reserve_repeat);
   if (full->parsed()) {
     if (device >= 0) {
       std::fprintf(stderr, "shm-full measures the host backend (GPU groups hold 12 KiB)\n");
