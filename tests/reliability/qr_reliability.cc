@@ -45,6 +45,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -389,17 +390,29 @@ StatusOr<Ranks> SpawnRanks(const WorkerFlags& base) {
   return ranks;
 }
 
-// Waits until every rank has completed its first all-reduce.
+// Whether the child has exited, leaving it to be reaped.
+bool Exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid;
+}
+
+// Waits until every rank has completed its first all-reduce; false at the
+// timeout or as soon as a rank exited (it said why on stderr).
 bool AllReady(const Ranks& ranks, milliseconds timeout) {
   WorkerFlags f = ranks.flags;
-  return WaitUntil(
+  bool exited = false;
+  const bool ready = WaitUntil(
       [&] {
+        exited = std::any_of(ranks.pids.begin(), ranks.pids.end(), Exited);
+        if (exited) return true;
         for (f.rank = 0; f.rank < f.world_size; ++f.rank) {
           if (::access(RankFile(f, "ready").c_str(), F_OK) != 0) return false;
         }
         return true;
       },
       timeout);
+  return ready && !exited;
 }
 
 // --- peer-kill ----------------------------------------------------------------
