@@ -166,6 +166,12 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
 
   const std::string where = "group " + options.group + " rank " + std::to_string(options.rank);
   Status s = impl->backend->Allocate(*impl->group);
+  if (!s.ok()) {
+    // The peers would wait out their join timeout for a rank that "never
+    // joined": fail the group now, saying why.
+    impl->group->RaiseAbort(where + " could not allocate its buffers: " + s.message())
+        .IgnoreError();
+  }
   if (s.ok())
     s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
   if (s.ok()) s = CheckOneShotCeilings(impl->group->Members(), p.agreed, options.rank);
@@ -179,7 +185,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   if (!s.ok()) {
     impl->backend.reset();
     impl->group->Leave().IgnoreError();
-    return s.WithContext("joining " + where + ": ");
+    return s.WithContext("joining " + where);
   }
   Log().debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
               impl->group->segment_name());

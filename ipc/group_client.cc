@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "ipc/broker_client.h"
+#include "ipc/gc.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
 #include "common/logging.h"
@@ -340,9 +341,23 @@ Status GroupMembership::Leave() {
     }
     if (!s.ok()) result = UnavailableError("telling the broker we left: " + s.message());
   }
+  if (segment_ != nullptr && !segment_->BrokerHeld()) RemoveIfLastOut();
   segment_.reset();
   conn_.reset();
   return result;
+}
+
+void GroupMembership::RemoveIfLastOut() {
+  // No broker manages the group (it died and none adopted the segment), so no
+  // sweep follows the group's end: the last member out removes the segment and
+  // the dead members' data objects. Our `left` before the peers' flags: of
+  // members leaving at once, at least the last sees every other flag.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  for (int r = 0; r < segment_->world_size(); ++r) {
+    if (r != rank_ && segment_->SlotHeld(r) && LoadAcquire(&segment_->slot(r)->left) == 0) return;
+  }
+  Status s = RemoveGroupObjects(segment_->name());
+  if (!s.ok()) Log().warn("group {}: {}", group_, s.ToString());
 }
 
 }  // namespace qr::ipc

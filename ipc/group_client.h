@@ -170,6 +170,8 @@ class GroupMembership {
   void PollBroker();
   void StartWatchdog();
   void StopWatchdog();
+  // In Leave, with no broker holding the segment.
+  void RemoveIfLastOut();
   void WatchPeers();
 
   std::unique_ptr<BrokerConnection> conn_;

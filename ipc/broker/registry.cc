@@ -340,6 +340,11 @@ void Registry::MaybeDestroy(const std::string& name) {
   spdlog::info("{} ended; removing {} and its data objects", it->second->Describe(), seg_name);
   groups_.erase(it);
   ++version_;
+  // One entry per name (a name formed and ended again moves to the back):
+  // else a name reused forever grows the queue by one entry per generation
+  // while the map it prunes never exceeds its bound.
+  ended_names_.erase(std::remove(ended_names_.begin(), ended_names_.end(), name),
+                     ended_names_.end());
   ended_names_.push_back(name);
   // Forget the generations of the names that ended longest ago (a name that
   // formed again since is skipped: its group holds it).

@@ -122,6 +122,7 @@ class Registry {
 
   const Groups& groups() const { return groups_; }
   size_t remembered_names() const { return last_generation_.size(); }
+  size_t ended_names() const { return ended_names_.size(); }
   // Bumped on every change to the groups, their members or their state.
   uint64_t version() const { return version_; }
 

@@ -169,6 +169,7 @@ std::string StatusDocument::Build(const BrokerFacts& broker, const Registry& reg
       {"connections", broker.connections},
       {"max_connections", broker.max_connections},
       {"remembered_names", registry.remembered_names()},
+      {"ended_names", registry.ended_names()},
   };
   json groups = json::array();
   json problems = json::array();

@@ -17,11 +17,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include "comm/communicator.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -454,6 +457,71 @@ TEST_F(HardeningTest, GenerationMapAndLogStayBounded) {
       << "the log grew past its cap: " << st.st_size << " bytes";
   EXPECT_LT(rotated.st_size, 4 * 16384);
   EXPECT_TRUE(BrokerAlive());
+}
+
+// One name formed and ended again and again (a job's group, every restart)
+// keeps one entry: on main the queue of ended names grew by one per
+// generation (40 B a cycle, 400 KiB in 10 000 cycles), since the map it
+// prunes held one name and never reached its bound.
+TEST_F(HardeningTest, NameReusedForeverKeepsOneEntry) {
+  StartBroker({"--remembered-names", "8"});
+  const std::string group = UniqueGroup("reused");
+  for (uint64_t i = 1; i <= 40; ++i) {
+    std::unique_ptr<GroupMembership> m0, m1;
+    Form(group, &m0, &m1);
+    ASSERT_EQ(m0->generation(), i);  // generations still count up
+    ASSERT_OK(m0->Leave());
+    ASSERT_OK(m1->Leave());
+  }
+  ASSERT_OK_AND_ASSIGN(json doc, StatusDoc());
+  EXPECT_EQ(doc["broker"]["remembered_names"].get<int>(), 1) << doc["broker"].dump();
+  EXPECT_EQ(doc["broker"]["ended_names"].get<int>(), 1) << doc["broker"].dump();
+}
+
+// --- a rank that cannot reserve its buffer ----------------------------------
+
+// A host group of 4 needs 80 MiB; this /dev/shm has 64. The ranks whose
+// buffers do not fit fail with UNAVAILABLE and fail the group, so the others
+// fail at once (naming why) instead of waiting out the join timeout for ranks
+// that "never joined" (on main: 20 s).
+TEST_F(HardeningTest, RankThatCannotReserveItsBufferFailsItsPeersAtOnce) {
+  StartBroker();
+  const std::string group = UniqueGroup("nospace");
+  std::vector<Status> results(4);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([&, r] {
+      JoinOptions o;
+      o.broker_socket = socket();
+      o.group = group;
+      o.rank = r;
+      o.world_size = 4;
+      o.timeout_ms = 20000;
+      auto c = Communicator::Join(o);
+      results[r] = c.ok() ? OkStatus() : c.status();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  int refused = 0;
+  for (int r = 0; r < 4; ++r) {
+    const Status& s = results[r];
+    EXPECT_FALSE(s.ok()) << "rank " << r;
+    EXPECT_THAT(s.message(), HasSubstr("not enough shared memory")) << "rank " << r << ": " << s;
+    EXPECT_THAT(s.message(), Not(HasSubstr(": : "))) << s;
+    if (s.code() == StatusCode::kUnavailable) {
+      ++refused;
+      EXPECT_THAT(s.message(), HasSubstr("need 21 MiB in /dev/shm")) << s;
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kPeerFailed) << "rank " << r << ": " << s;
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_TRUE(BrokerAlive());
+  EXPECT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group).empty(); },
+                      std::chrono::seconds(3)));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -82,6 +83,36 @@ class TrustTest : public ::testing::Test {
     if (::getuid() != 0) GTEST_SKIP() << "needs root to act as uid 65534";
   }
   std::string socket() const { return broker_->socket(); }
+  // Forms a two-rank host group: rank 1 in a forked child (returned) that
+  // runs `in_child` after its join and then stays READY until killed, rank 0
+  // here (*m0). -1, the test failed and the child gone, if it does not form.
+  pid_t FormWithPeerChild(const std::string& group, std::unique_ptr<GroupMembership>* m0,
+                          const std::function<bool(GroupMembership&)>& in_child = nullptr) {
+    Pipe pipe;
+    pid_t peer = ForkChild([&] {
+      auto m = GroupMembership::Join(HostJoin(socket(), group, 1, 2));
+      if (!m.ok() || (in_child && !in_child(**m))) return 1;
+      char c = (*m)->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)).ok() ? 'R' : 'F';
+      pipe.Write(&c, 1);
+      ::pause();
+      return 0;
+    });
+    auto m = GroupMembership::Join(HostJoin(socket(), group, 0, 2));
+    EXPECT_OK(m.status());
+    if (m.ok()) {
+      EXPECT_OK((*m)->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
+      *m0 = std::move(m).value();
+    }
+    char c = 0;
+    EXPECT_TRUE(pipe.Read(&c, 1, std::chrono::seconds(10)));
+    EXPECT_EQ(c, 'R');
+    if (HasFailure()) {
+      ::kill(peer, SIGKILL);
+      WaitChild(peer);
+      return -1;
+    }
+    return peer;
+  }
   TempDir dir_;
   std::unique_ptr<BrokerProcess> broker_;
 };
@@ -305,20 +336,9 @@ TEST_F(TrustTest, FullDevShmFailsCleanlyAndTheBrokerSurvives) {
 TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
   ASSERT_OK(broker_->Start());
   const std::string group = UniqueGroup("nobroker");
-  Pipe pipe;
-  pid_t peer = ForkChild([&] {
-    auto m = GroupMembership::Join(HostJoin(socket(), group, 1, 2));
-    if (!m.ok()) return 1;
-    char c = (*m)->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(1)).ok() ? 'R' : 'F';
-    pipe.Write(&c, 1);
-    ::pause();
-    return 0;
-  });
-  ASSERT_OK_AND_ASSIGN(auto m0, GroupMembership::Join(HostJoin(socket(), group, 0, 2)));
-  ASSERT_OK(m0->PublishAndWaitReady(ipc::BlobKind::kHostSegment, BlobFor(0)));
-  char c = 0;
-  ASSERT_TRUE(pipe.Read(&c, 1, std::chrono::seconds(10)));
-  ASSERT_EQ(c, 'R');
+  std::unique_ptr<GroupMembership> m0;
+  pid_t peer = FormWithPeerChild(group, &m0);
+  ASSERT_GT(peer, 0);
   broker_->Signal(SIGKILL);
   EXPECT_OK(m0->Check());
   const auto killed = std::chrono::steady_clock::now();
@@ -329,6 +349,46 @@ TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_THAT(m0->Check(), StatusIs(StatusCode::kPeerFailed, HasSubstr("rank 1")));
   std::printf("survivor saw PEER_FAILED %.1f ms after the kill\n", ms);
+}
+
+// With no broker, no sweep follows a group's end: the last member to leave
+// removes the segment and the dead members' data objects (on main they stayed
+// until the next broker started: 20 MiB per dead host rank).
+TEST_F(TrustTest, LastMemberOutRemovesTheGroupWithoutABroker) {
+  broker_->Start();
+  const std::string group = UniqueGroup("nobroker-gc");
+  std::unique_ptr<GroupMembership> m0;
+  pid_t peer = FormWithPeerChild(group, &m0, [](GroupMembership& m) {
+    // A data object of this rank, as the host backend makes one.
+    const int fd = ::shm_open((m.segment_name() + "-host1").c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  });
+  ASSERT_GT(peer, 0);
+  const std::string prefix = ipc::UserPrefix(::getuid()) + group + "-";
+  EXPECT_EQ(ShmObjectsWithPrefix(prefix).size(), 2u);  // the segment, rank 1's data
+  broker_->Signal(SIGKILL);
+  ::kill(peer, SIGKILL);
+  WaitChild(peer);
+  ASSERT_TRUE(WaitFor([&] { return !m0->Check().ok(); }, std::chrono::seconds(1)));
+  m0->Leave().IgnoreError();  // no broker to tell
+  EXPECT_THAT(ShmObjectsWithPrefix(prefix), ::testing::IsEmpty());
+}
+
+// A member that leaves while a peer lives leaves the group alone.
+TEST_F(TrustTest, MemberLeavingWithoutABrokerKeepsALivePeersGroup) {
+  broker_->Start();
+  const std::string group = UniqueGroup("nobroker-keep");
+  std::unique_ptr<GroupMembership> m0;
+  pid_t peer = FormWithPeerChild(group, &m0);
+  ASSERT_GT(peer, 0);
+  broker_->Signal(SIGKILL);
+  m0->Leave().IgnoreError();
+  const std::string prefix = ipc::UserPrefix(::getuid()) + group + "-";
+  EXPECT_EQ(ShmObjectsWithPrefix(prefix).size(), 1u);  // rank 1 still maps it
+  ::kill(peer, SIGKILL);
+  WaitChild(peer);
+  for (const std::string& name : ShmObjectsWithPrefix(prefix)) ::shm_unlink(("/" + name).c_str());
 }
 
 }  // namespace

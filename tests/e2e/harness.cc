@@ -79,6 +79,18 @@ void E2eTest::SetUp() {
   ASSERT_TRUE(started.ok()) << started;
 }
 
+void Barrier::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t gen = generation_;
+  if (++arrived_ == n_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen; });
+}
+
 std::vector<std::string> ShmObjectsContaining(const std::string& needle) {
   std::vector<std::string> found;
   DIR* d = ::opendir("/dev/shm");

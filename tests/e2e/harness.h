@@ -15,9 +15,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,20 @@ class E2eTest : public ::testing::Test {
 // `patience`.
 StatusOr<std::unique_ptr<Communicator>> JoinWithRetry(const JoinOptions& o,
                                                       std::chrono::milliseconds patience);
+
+// A reusable barrier for ranks that are threads of one process.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void Wait();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
 
 // Names in /dev/shm that contain `needle`.
 std::vector<std::string> ShmObjectsContaining(const std::string& needle);

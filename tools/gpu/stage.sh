@@ -15,6 +15,7 @@ targets=(
   //ipc/broker:qr-broker
   //tools:qr-bench
   //tools:qr-demo
+  //tests/reliability:qr-reliability
 )
 flags=(-c opt --dynamic_mode=off)
 ./bazelw build "${flags[@]}" "${targets[@]}"
