@@ -355,7 +355,7 @@ TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
 // removes the segment and the dead members' data objects (on main they stayed
 // until the next broker started: 20 MiB per dead host rank).
 TEST_F(TrustTest, LastMemberOutRemovesTheGroupWithoutABroker) {
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   const std::string group = UniqueGroup("nobroker-gc");
   std::unique_ptr<GroupMembership> m0;
   pid_t peer = FormWithPeerChild(group, &m0, [](GroupMembership& m) {
@@ -377,7 +377,7 @@ TEST_F(TrustTest, LastMemberOutRemovesTheGroupWithoutABroker) {
 
 // A member that leaves while a peer lives leaves the group alone.
 TEST_F(TrustTest, MemberLeavingWithoutABrokerKeepsALivePeersGroup) {
-  broker_->Start();
+  ASSERT_OK(broker_->Start());
   const std::string group = UniqueGroup("nobroker-keep");
   std::unique_ptr<GroupMembership> m0;
   pid_t peer = FormWithPeerChild(group, &m0);

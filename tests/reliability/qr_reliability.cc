@@ -65,7 +65,7 @@
 
 #include "CLI/CLI.hpp"
 #include "comm/communicator.h"
-#include "comm/shm_mapping.h"
+#include "common/shm_object.h"
 #include "common/status.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -76,7 +76,7 @@
 #include "kernels/types.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/harness.h"
-#include "tests/e2e/process.h"
+#include "tests/util/process.h"
 
 namespace qr::testing {
 namespace {
@@ -192,8 +192,8 @@ class Broker {
     ::setenv("QR_BROKER_AUTOSTART", "0", 1);
   }
   Status Start() {
-    QR_ASSIGN_OR_RETURN(process_, BrokerProcess::Start(binary_, socket_, env_));
-    return OkStatus();
+    process_ = BrokerProcess(binary_, socket_, {}, env_);
+    return process_.Start();
   }
   // Start, saying why on stderr when it fails.
   bool StartOrSay() {
@@ -201,10 +201,7 @@ class Broker {
     if (!s.ok()) std::fprintf(stderr, "broker: %s\n", s.ToString().c_str());
     return s.ok();
   }
-  void Kill() {
-    if (process_.pid() > 0) ::kill(process_.pid(), SIGKILL);
-    process_.Stop();  // reaps it
-  }
+  void Kill() { process_.Signal(SIGKILL); }  // reaps it
   void Stop() { process_.Stop(); }
   pid_t pid() const { return process_.pid(); }
   bool running() const { return process_.pid() > 0 && ::kill(process_.pid(), 0) == 0; }
