@@ -98,7 +98,7 @@ bool GroupSegment::InUse() const {
 }
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
-  QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
+  QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxWorldSize) << p.world_size;
   QR_RETURN_IF_ERROR(ValidateShmName(p.name));
   const size_t bytes = SegmentBytes(p.world_size);
   QR_ASSIGN_OR_RETURN(int raw, SysCall("creating shared memory " + p.name, [&] {
@@ -153,7 +153,7 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
   // object under one of our names must never be read, written or adopted.
   size_t size = 0;
   QR_RETURN_IF_ERROR(CheckTrustedShm(fd.get(), n, SegmentBytes(2), /*exact=*/false, &size));
-  if (size > SegmentBytes(kMaxRanks)) {
+  if (size > SegmentBytes(kMaxWorldSize)) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
                                 std::to_string(size) + ")");
   }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/limits.h"
 #include "common/status_macros.h"
 
 namespace qr::bench {
@@ -43,7 +44,7 @@ StatusOr<int> ParseInt(std::string_view flag, const std::string& text, int lo, i
 StatusOr<size_t> ParseFlagSize(std::string_view flag, const std::string& text) {
   auto b = ParseSize(text);
   if (!b.ok()) return InvalidArgumentError(std::string(flag) + ": " + b.status().message());
-  if (*b == 0 || *b % 16 != 0 || *b > kBenchMaxBytes) {
+  if (*b == 0 || !IsWholeMessageUnits(*b) || *b > kBenchMaxBytes) {
     return InvalidArgumentError(std::string(flag) + ": " + text +
                                 " must be a positive multiple of 16 bytes, at most 4G");
   }
@@ -118,14 +119,7 @@ Status ParseAlgos(const std::string& text, BenchOptions& o) {
 
 }  // namespace
 
-const char* BenchDTypeName(BenchDType dtype) {
-  switch (dtype) {
-    case BenchDType::kFp16: return "fp16";
-    case BenchDType::kBf16: return "bf16";
-    case BenchDType::kBf16Cast: return "bf16cast";
-  }
-  return "?";
-}
+const char* BenchDTypeName(BenchDType dtype) { return WorkFormatName(dtype); }
 
 const char* BenchModeName(BenchMode mode) {
   return mode == BenchMode::kGraph ? "graph" : mode == BenchMode::kEager ? "eager" : "?";
@@ -230,7 +224,7 @@ StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
     } else if (flag == "--world-size") {
       QR_ASSIGN_OR_RETURN(std::string v, value());
       QR_ASSIGN_OR_RETURN(o.world_size, ParseInt(flag, v, 2, 8));
-      if (o.world_size != 2 && o.world_size != 4 && o.world_size != 8) {
+      if (!IsSupportedWorldSize(o.world_size)) {
         return InvalidArgumentError("--world-size: " + v + " is not 2, 4 or 8");
       }
     } else if (flag == "--max-blocks") {
@@ -273,7 +267,7 @@ StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
   std::sort(o.dtypes.begin(), o.dtypes.end());
   std::sort(o.modes.begin(), o.modes.end());
   const auto int3 = std::find(o.regimes.begin(), o.regimes.end(), Codec::kInt3);
-  if (o.world_size != 2 && int3 != o.regimes.end()) {
+  if (!CodecRunsAtWorldSize(Codec::kInt3, o.world_size) && int3 != o.regimes.end()) {
     if (regimes) {
       return InvalidArgumentError("--regimes: INT3 runs only at world size 2, not " +
                                   std::to_string(o.world_size));

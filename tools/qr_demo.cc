@@ -28,6 +28,7 @@
 #include "comm/policy.h"
 #include "comm/quickreduce.h"
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -100,7 +101,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       std::exit(0);
     } else if (a == "--world-size") {
       f->world_size = static_cast<int>(std::strtol(value.c_str(), &end, 10));
-      if (*end != '\0' || (f->world_size != 2 && f->world_size != 4 && f->world_size != 8)) {
+      if (*end != '\0' || !IsSupportedWorldSize(f->world_size)) {
         std::fprintf(stderr, "qr-demo: --world-size must be 2, 4 or 8, not '%s'\n", value.c_str());
         return false;
       }
@@ -118,7 +119,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         const std::string item =
             value.substr(pos, comma == std::string::npos ? comma : comma - pos);
         const uint64_t bytes = std::strtoull(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || bytes == 0 || bytes % 16 != 0) {
+        if (item.empty() || *end != '\0' || bytes == 0 || !IsWholeMessageUnits(bytes)) {
           std::fprintf(stderr, "qr-demo: size '%s' is not a positive multiple of 16 bytes\n",
                        item.c_str());
           return false;
@@ -525,14 +526,12 @@ int Work(const Flags& f) {
                   r.dtype.c_str(), r.size.c_str(), r.algorithm.c_str(), r.max_error, r.ratio,
                   r.exact ? "bit-exact" : "DIFFERS", r.us_per_call, r.gbps);
     }
-    const int64_t one_shot_max =
-        std::min(config->one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(f.world_size)),
-                 kernels::OneShotMaxElems(f.world_size) * 2);
+    const uint64_t one_shot_max = OneShotCeilingBytes(*config, f.world_size);
     if (one_shot_max > 0) {
       std::printf(
           "\nalgorithm: calls up to %s run one-shot (exact 16-bit values, the regime's codec\n"
           "unused), larger ones two-shot with the regime's codec. The ceiling is %s.\n",
-          FormatBytes(static_cast<uint64_t>(one_shot_max)).c_str(),
+          FormatBytes(one_shot_max).c_str(),
           config->one_shot_max_bytes.has_value() ? "QR_ONE_SHOT_MAX_KB's"
                                                  : "built in;\nQR_ONE_SHOT_MAX_KB overrides it");
     } else {
