@@ -15,6 +15,7 @@
 #include "comm/config.h"
 #include "comm/policy.h"
 #include "comm/quickreduce.h"
+#include "common/limits.h"
 #include "common/status.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -32,8 +33,6 @@ namespace {
 using ::nlohmann::json;
 
 thread_local std::string config_text;
-
-constexpr int kWorldSizes[] = {2, 4, 8};
 
 json OptionalBytes(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
 
@@ -84,7 +83,7 @@ StatusOr<Config> ReferenceConfig() { return LoadConfigFromEnv(Platform::kHost); 
 StatusOr<ReferencePlan> PlanCall(const Config& config, const void* const* inputs, int world_size,
                                  size_t count, int dtype, int regime, int cast,
                                  const void* output) {
-  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(world_size));
+  QR_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   if (dtype != QR_FLOAT16 && dtype != QR_BFLOAT16) {
     return InvalidArgumentError("dtype " + std::to_string(dtype) +
                                 " is not QR_FLOAT16 (0) or QR_BFLOAT16 (1)");
@@ -118,7 +117,7 @@ StatusOr<ReferencePlan> PlanCall(const Config& config, const void* const* inputs
                                 " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
   const size_t bytes = count * 2;
-  if (bytes % 16 != 0) {
+  if (!IsWholeMessageUnits(bytes)) {
     return InvalidArgumentError("reference: message of " + std::to_string(bytes) +
                                 " bytes is not a multiple of 16 bytes");
   }
@@ -236,7 +235,7 @@ const char* qr_config_json(const qr_comm* c) {
         qr::internal::RecordCStatus(config.status());
         return nullptr;
       }
-      qr::config_text = qr::ConfigJson(*config, qr::kWorldSizes, 3).dump();
+      qr::config_text = qr::ConfigJson(*config, qr::kSupportedWorldSizes, qr::kNumSupportedWorldSizes).dump();
     }
   } catch (const std::exception& e) {
     // json::dump throws only on invalid UTF-8, which no field can hold; this

@@ -16,6 +16,7 @@
 #include "comm/host_backend.h"
 #include "comm/policy.h"
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -79,7 +80,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
 
 StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
   if (timeout_ms > 0) return std::chrono::milliseconds(timeout_ms);
-  QR_ASSIGN_OR_RETURN(int64_t ms, EnvInt({"QR_JOIN_TIMEOUT_MS"}, 60000, 1, 24LL * 3600 * 1000));
+  QR_ASSIGN_OR_RETURN(int64_t ms, EnvInt({"QR_JOIN_TIMEOUT_MS"}, 60000, 1, kMaxTimeoutMs));
   return std::chrono::milliseconds(ms);
 }
 
@@ -95,9 +96,8 @@ std::string Address(const void* p) {
 // fault kills the context), and a partial overlap would have ranks read
 // input that their own output already overwrote.
 Status CheckPointers(const void* in, const void* out, size_t bytes) {
-  constexpr uintptr_t kAlign = 16;
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"in", in}, {"out", out}}) {
-    if (reinterpret_cast<uintptr_t>(p) % kAlign != 0) {
+    if (reinterpret_cast<uintptr_t>(p) % kMessageAlignBytes != 0) {
       return InvalidArgumentError(std::string("all_reduce: ") + name + " (" + Address(p) +
                                   ") is not 16-byte aligned (a view that starts inside an "
                                   "allocation, at element 1 say, is not)");
@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   QR_RETURN_IF_ERROR(ipc::ValidateName("group", options.group));
-  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(options.world_size));
+  QR_RETURN_IF_ERROR(ValidateWorldSize(options.world_size));
   if (options.rank < 0 || options.rank >= options.world_size) {
     return InvalidArgumentError("rank " + std::to_string(options.rank) + " is outside [0, " +
                                 std::to_string(options.world_size) + ")");
@@ -242,7 +242,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
         "all_reduce: regime NONE declines quick-reduce (QR_QUANTIZATION=NONE disables it: unset "
         "it for FP or set INT8, INT6, INT4 or INT3, or call qr_all_reduce_ex with a regime)");
   }
-  if (regime == Regime::kInt3 && options.world_size != 2) {
+  if (!CodecRunsAtWorldSize(CodecForRegime(regime), options.world_size)) {
     return UnsupportedError("all_reduce: INT3 needs world size 2, this group has " +
                             std::to_string(options.world_size));
   }
@@ -255,7 +255,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
     return InvalidArgumentError("all_reduce: count " + std::to_string(count) + " overflows");
   }
   const size_t bytes = count * kElemBytes;
-  if (bytes % 16 != 0) {
+  if (!IsWholeMessageUnits(bytes)) {
     return InvalidArgumentError("all_reduce: message of " + std::to_string(bytes) +
                                 " bytes is not a multiple of 16 bytes");
   }

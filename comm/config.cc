@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
@@ -142,7 +143,7 @@ StatusOr<Config> LoadConfigFromEnv(Platform platform) {
   QR_ASSIGN_OR_RETURN(std::optional<int64_t> one_shot_kb, EnvOptionalInt(kOneShotMax, 0, kMaxKb));
   if (one_shot_kb.has_value()) config.one_shot_max_bytes = *one_shot_kb * kKiB;
   QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
-                                                   kMaxOpTimeoutMs));
+                                                   kMaxTimeoutMs));
   QR_ASSIGN_OR_RETURN(config.allow_shared_device, EnvBool({"QR_ALLOW_SHARED_DEVICE"}, false));
   if (auto table_path = LookupEnv(kMinSizeTable)) {
     StatusOr<std::string> text = ReadFile(table_path->value);

@@ -38,7 +38,6 @@ inline constexpr int64_t kMiB = int64_t{1} << 20;
 inline constexpr int64_t kKiB = int64_t{1} << 10;
 inline constexpr int64_t kDefaultMaxSizeBytes = 2048 * kMiB;
 inline constexpr int64_t kDefaultOpTimeoutMs = 30000;
-inline constexpr int64_t kMaxOpTimeoutMs = 24LL * 3600 * 1000;
 // QR_MAX_SIZE_BYTES_MB accepts 1 .. this many MiB (1 TiB).
 inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
 

@@ -9,6 +9,7 @@
 
 #include "common/logging.h"
 
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "kernels/gpu/max_blocks.h"
@@ -18,9 +19,6 @@
 
 namespace qr {
 namespace {
-
-using kernels::GpuCodec;
-using kernels::GpuElem;
 
 constexpr size_t kAbortPageBytes = 4096;
 
@@ -141,10 +139,8 @@ class GpuBackend final : public Backend {
     a.in = call.in;
     a.out = call.out;
     a.count = call.count;
-    a.elem = call.dtype == DType::kFloat16 ? GpuElem::kFp16
-             : call.cast_bf16_to_fp16     ? GpuElem::kBf16Cast
-                                          : GpuElem::kBf16;
-    a.codec = static_cast<GpuCodec>(static_cast<int>(call.codec));
+    a.format = WorkFormatOf(call.dtype, call.cast_bf16_to_fp16);
+    a.codec = call.codec;
     a.rank = rank_;
     a.world_size = ws_;
     for (int r = 0; r < ws_; ++r) a.buffers[r] = peers_[r];
@@ -257,9 +253,7 @@ class GpuBackend final : public Backend {
 StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size,
                                                      int64_t op_timeout_ms,
                                                      int64_t join_timeout_ms) {
-  if (world_size != 2 && world_size != 4 && world_size != 8) {
-    return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
-  }
+  QR_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   if (rank < 0 || rank >= world_size) {
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(world_size) + ")");

@@ -52,7 +52,7 @@ constexpr size_t kFlagsOffset = kPage;
 constexpr int kConnectedSet = 2;
 constexpr int kOneShotSet = 3;  // + phase
 constexpr int kNumFlagSets = 5;
-constexpr size_t kFlagsBytes = kNumFlagSets * k::kMaxWorldSize * sizeof(FlagLine);
+constexpr size_t kFlagsBytes = kNumFlagSets * kMaxWorldSize * sizeof(FlagLine);
 static_assert(kFlagsBytes <= kPage);
 constexpr size_t kDataOffset = 2 * kPage;
 // The one-shot receive region (2 phases) follows the two-shot slots.
@@ -70,7 +70,7 @@ struct View {
   uint8_t* base = nullptr;
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
   FlagLine& flag(int phase, int source) const {
-    return reinterpret_cast<FlagLine*>(base + kFlagsOffset)[phase * k::kMaxWorldSize + source];
+    return reinterpret_cast<FlagLine*>(base + kFlagsOffset)[phase * kMaxWorldSize + source];
   }
   uint8_t* recv(int64_t slot, int phase, int source, int world_size) const {
     return base + kDataOffset + k::RecvOffset(kHostSlots, slot, phase, source, world_size);
@@ -104,7 +104,7 @@ class HostBackend final : public Backend {
  public:
   HostBackend(int rank, int world_size, const HostBackendOptions& options)
       : rank_(rank), world_size_(world_size), options_(options) {
-    reduced_.resize(static_cast<size_t>(k::SegmentElems(world_size)));
+    reduced_.resize(static_cast<size_t>(k::ShardElems(world_size)));
   }
 
   std::string device_id() const override { return std::string(ipc::kHostDeviceName); }
@@ -215,37 +215,37 @@ class HostBackend final : public Backend {
   Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
     const uint64_t desc = DescribeCall(p, Algorithm::kTwoShot);
     const int64_t tiles = k::NumTiles(p.num_elems);
-    const int64_t seg_wire = k::SegmentWireBytes(p.codec, world_size_);
+    const int64_t seg_wire = k::ShardWireBytes(p.codec, world_size_);
     const View& me = peers_[rank_];
     for (int64_t t0 = 0; t0 < tiles; t0 += kHostSlots) {
       const int64_t batch = std::min<int64_t>(kHostSlots, tiles - t0);
       const uint64_t colour = ++round_;
-      // Phase 1 (scatter): segment s of every tile goes to its owner, rank s.
+      // Phase 1 (scatter): shard s of every tile goes to its owner, rank s.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
-          k::EncodeInputSegment(p, in, t0 + i, s, peers_[s].recv(i, 0, rank_, world_size_));
+          k::EncodeInputShard(p, in, t0 + i, s, peers_[s].recv(i, 0, rank_, world_size_));
         }
       }
       Raise(0, colour, desc);
       QR_RETURN_IF_ERROR(WaitAll(0, colour, desc, options_.op_timeout_ms));
-      // Reduce my segments in source order, re-encode once into my own
+      // Reduce my shards in source order, re-encode once into my own
       // phase-1 slot, copy that to every peer (same bytes everywhere).
-      const uint8_t* received[k::kMaxWorldSize];
+      const uint8_t* received[kMaxWorldSize];
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) received[s] = me.recv(i, 0, s, world_size_);
-        k::ReduceSegment(p, received, reduced_.data());
+        k::ReduceShard(p, received, reduced_.data());
         uint8_t* mine = me.recv(i, 1, rank_, world_size_);
-        k::EncodeReducedSegment(p, reduced_.data(), mine);
+        k::EncodeReducedShard(p, reduced_.data(), mine);
         for (int s = 0; s < world_size_; ++s) {
           if (s != rank_) std::memcpy(peers_[s].recv(i, 1, rank_, world_size_), mine, seg_wire);
         }
       }
       Raise(1, colour, desc);
       QR_RETURN_IF_ERROR(WaitAll(1, colour, desc, options_.op_timeout_ms));
-      // Phase 2 (gather): every segment from its owner.
+      // Phase 2 (gather): every shard from its owner.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
-          k::DecodeOutputSegment(p, me.recv(i, 1, s, world_size_), t0 + i, s, out);
+          k::DecodeOutputShard(p, me.recv(i, 1, s, world_size_), t0 + i, s, out);
         }
       }
     }
@@ -281,7 +281,7 @@ class HostBackend final : public Backend {
     }
     Raise(kOneShotSet + phase, colour, desc);
     QR_RETURN_IF_ERROR(WaitAll(kOneShotSet + phase, colour, desc, options_.op_timeout_ms));
-    const uint16_t* received[k::kMaxWorldSize];
+    const uint16_t* received[kMaxWorldSize];
     for (int s = 0; s < world_size_; ++s) received[s] = me.one_shot(phase, s, world_size_);
     k::ReduceOneShot(p, received, p.num_elems, out);
     return OkStatus();
@@ -395,7 +395,7 @@ class HostBackend final : public Backend {
 
 StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
                                                      const HostBackendOptions& options) {
-  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(world_size));
+  QR_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   if (rank < 0 || rank >= world_size) {
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(world_size) + ")");

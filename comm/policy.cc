@@ -5,8 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "common/limits.h"
 #include "common/logging.h"
-#include "kernels/one_shot_reference.h"
+#include "kernels/geometry.h"
 
 namespace qr {
 namespace {
@@ -36,15 +37,6 @@ constexpr int64_t kNvidiaTableMiB[2][3][5] = {};
 // one-shot moves (ws-1) messages per rank against two-shot's 2(ws-1)/ws, so
 // the crossover falls as the world size grows.
 constexpr int64_t kOneShotMaxKiB[3] = {4096, 1024, 256};
-
-int WorldSizeIndex(int world_size) {
-  switch (world_size) {
-    case 2: return 0;
-    case 4: return 1;
-    case 8: return 2;
-  }
-  return -1;
-}
 
 bool Decline(std::string* why_not, std::string reason) {
   if (why_not != nullptr) *why_not = std::move(reason);
@@ -103,17 +95,17 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
   if (!IsValidDType(static_cast<int>(dtype))) {
     return Decline(why_not, "dtype is neither fp16 nor bf16");
   }
-  if (WorldSizeIndex(world_size) < 0) {
+  if (!IsSupportedWorldSize(world_size)) {
     return Decline(why_not, "world size " + std::to_string(world_size) + " is not 2, 4 or 8");
   }
-  if (config.regime == Regime::kInt3 && world_size != 2) {
+  if (!CodecRunsAtWorldSize(CodecForRegime(config.regime), world_size)) {
     std::string reason = "INT3 is only supported at world size 2, this group has " +
                          std::to_string(world_size);
     static std::once_flag logged;
     std::call_once(logged, [&] { Log().warn("quick-reduce declines: {}", reason); });
     return Decline(why_not, std::move(reason));
   }
-  if (bytes % 16 != 0) {
+  if (!IsWholeMessageUnits(bytes)) {
     return Decline(why_not, std::to_string(bytes) + " bytes is not a multiple of 16");
   }
   const int64_t min = EffectiveMinSizeBytes(config, dtype, world_size);
@@ -135,10 +127,10 @@ int64_t DefaultOneShotMaxBytes(int world_size) {
 }
 
 uint64_t OneShotCeilingBytes(const Config& config, int world_size) {
-  if (WorldSizeIndex(world_size) < 0) return 0;
+  if (!IsSupportedWorldSize(world_size)) return 0;
   const int64_t ceiling = config.one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(world_size));
   // What one source's part of the one-shot receive region holds.
-  const int64_t region = kernels::OneShotMaxElems(world_size) * 2;
+  const int64_t region = kernels::OneShotMaxBytes(world_size);
   return static_cast<uint64_t>(std::max<int64_t>(0, std::min(ceiling, region)));
 }
 

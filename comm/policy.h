@@ -51,7 +51,7 @@ int64_t DefaultOneShotMaxBytes(int world_size);
 
 // The largest message (bytes) that runs one-shot: QR_ONE_SHOT_MAX_KB if set,
 // else DefaultOneShotMaxBytes, capped by what the one-shot region holds
-// (kernels/one_shot_reference.h OneShotMaxElems); 0 = never. Ranks that
+// (kernels/geometry.h OneShotMaxBytes); 0 = never. Ranks that
 // disagree on it would run different algorithms for one call, so
 // Communicator::Join refuses a group whose members differ.
 uint64_t OneShotCeilingBytes(const Config& config, int world_size);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "ipc/broker_client.h"
@@ -42,7 +43,7 @@ StatusOr<std::unique_ptr<GroupMembership>> GroupMembership::Join(const JoinParam
   QR_RETURN_IF_ERROR(ValidateWorldSize(p.world_size));
   QR_RETURN_IF_ERROR(ValidateRank(p.rank, p.world_size));
   QR_RETURN_IF_ERROR(ValidateDeviceId(p.device_id));
-  if (p.timeout.count() <= 0 || p.timeout > std::chrono::hours(24)) {
+  if (p.timeout.count() <= 0 || p.timeout > std::chrono::milliseconds(kMaxTimeoutMs)) {
     return InvalidArgumentError("join timeout must be 1 ms to 24 h");
   }
   QR_ASSIGN_OR_RETURN(std::string socket_path, ResolveSocketPath(p.socket_path));

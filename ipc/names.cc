@@ -78,11 +78,6 @@ Status ValidateDeviceId(std::string_view device_id) {
   return OkStatus();
 }
 
-Status ValidateWorldSize(int world_size) {
-  if (world_size == 2 || world_size == 4 || world_size == 8) return OkStatus();
-  return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(world_size));
-}
-
 Status ValidateRank(int64_t rank, int world_size) {
   if (rank >= 0 && rank < world_size) return OkStatus();
   return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +

@@ -38,8 +38,6 @@ inline constexpr size_t kMaxShmNameBytes = 1 + 255;
 Status ValidateName(std::string_view what, std::string_view name);
 // kInvalidArgument unless 1..63 printable ASCII bytes without spaces.
 Status ValidateDeviceId(std::string_view device_id);
-// kInvalidArgument unless world_size is 2, 4 or 8.
-Status ValidateWorldSize(int world_size);
 // kInvalidArgument unless 0 <= rank < world_size.
 Status ValidateRank(int64_t rank, int world_size);
 

@@ -28,13 +28,6 @@ TEST(NamesTest, RefusesEmptyLongAndOddNames) {
               StatusIs(StatusCode::kInvalidArgument));
 }
 
-TEST(NamesTest, WorldSizesAreTwoFourEight) {
-  for (int ws : {2, 4, 8}) EXPECT_OK(ValidateWorldSize(ws));
-  for (int ws : {-1, 0, 1, 3, 6, 16}) {
-    EXPECT_THAT(ValidateWorldSize(ws), StatusIs(StatusCode::kInvalidArgument));
-  }
-}
-
 TEST(NamesTest, RanksLieInsideTheWorld) {
   EXPECT_OK(ValidateRank(0, 2));
   EXPECT_OK(ValidateRank(7, 8));

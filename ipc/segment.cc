@@ -88,7 +88,7 @@ bool GroupSegment::InUse() const {
 }
 
 StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams& p) {
-  QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxRanks) << p.world_size;
+  QR_CHECK(p.world_size >= 1 && p.world_size <= kMaxWorldSize) << p.world_size;
   QR_RETURN_IF_ERROR(ValidateShmName(p.name));
   // Exclusive, 0600, reserved (a full /dev/shm fails here, not with SIGBUS
   // below). The mapping owns the name until the end: anything failing on the
@@ -123,7 +123,7 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Open(std::string_view name
   // object under one of our names must never be read, written or adopted.
   QR_ASSIGN_OR_RETURN(ShmMapping mapping, ShmMapping::OpenWhole(n, GroupSegmentBytes(2)));
   const size_t size = mapping.size();
-  if (size > GroupSegmentBytes(kMaxRanks)) {
+  if (size > GroupSegmentBytes(kMaxWorldSize)) {
     return InvalidArgumentError(n + " is not a quickreduce group segment (size " +
                                 std::to_string(size) + ")");
   }

@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/limits.h"
 #include "common/shm_object.h"
 #include "common/status.h"
 
@@ -39,7 +40,6 @@ namespace qr::ipc {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455352425151ull;  // "QQBRSEG1"
 inline constexpr uint32_t kGroupSegmentLayoutVersion = 1;
-inline constexpr int kMaxRanks = 8;
 inline constexpr size_t kPageBytes = 4096;
 inline constexpr size_t kAbortPageOffset = 4096;
 inline constexpr size_t kSlotsOffset = 8192;
@@ -68,7 +68,7 @@ struct GroupSegmentHeader {
   uint64_t ready_unix_ms;   // atomic
   uint64_t failed_unix_ms;  // atomic
   char group[64];
-  int32_t joined_pid[kMaxRanks];  // atomic; the pid holding each rank, 0 = free
+  int32_t joined_pid[kMaxWorldSize];  // atomic; the pid holding each rank, 0 = free
   char failure_reason[256];       // written before state becomes FAILED
   char socket_path[112];          // the socket of the broker that owns the group
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "ipc/names.h"
@@ -11,7 +12,6 @@
 namespace qr::ipc {
 namespace {
 
-constexpr uint32_t kMaxTimeoutMs = 24u * 3600u * 1000u;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 40;
 
 class Writer {
@@ -113,7 +113,7 @@ Status ValidateText(std::string_view what, const std::string& s) {
 Status ValidateJoinOk(const JoinOk& m) {
   // Any name shm_open takes: segment names grew a nonce and exceed 63 bytes.
   QR_RETURN_IF_ERROR(ValidateShmName(m.segment_name));
-  if (m.rank >= 8) return InvalidArgumentError("rank out of range");
+  if (m.rank >= kMaxWorldSize) return InvalidArgumentError("rank out of range");
   if (m.broker_pid <= 0) return InvalidArgumentError("bad broker pid");
   return OkStatus();
 }

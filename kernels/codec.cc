@@ -116,18 +116,7 @@ void UnpackAtom(Codec codec, const uint8_t* row, int t, uint8_t* u) {
 
 }  // namespace
 
-float ScaleFactor(Codec codec) {
-  // 1 / (Q - 0.5) rounded to nearest fp32 (written as bits so no compiler
-  // constant folding can differ from the GPU's).
-  switch (codec) {
-    case Codec::kInt8: return BitsToFloat(0x3C008081u);  // 1/127.5
-    case Codec::kInt6: return BitsToFloat(0x3D020821u);  // 1/31.5
-    case Codec::kInt4: return BitsToFloat(0x3E088889u);  // 1/7.5
-    case Codec::kInt3: return BitsToFloat(0x3E924925u);  // 1/3.5
-    case Codec::kFp: break;
-  }
-  return 0.0f;
-}
+float ScaleFactor(Codec codec) { return BitsToFloat(ScaleFactorBits(codec)); }
 
 uint16_t BlockScaleBits(DType work, const uint16_t* values) {
   uint16_t amax = 0;

@@ -20,25 +20,21 @@
 // 0xFFFE (also a NaN, and NaN sums come out as the canonical NaN either way).
 // A wire value is therefore never 0.
 //
-// Geometry: a rank's receive region holds world_size sources of up to
-// OneShotMaxElems(ws) values each, per phase (calls alternate between two
-// phases), kOneShotRegionBytes per phase whatever the world size.
+// Geometry (kernels/geometry.h): a rank's receive region holds world_size
+// sources of up to OneShotMaxElems(ws) values each, per phase (calls
+// alternate between two phases), kOneShotRegionBytes per phase whatever the
+// world size.
 #ifndef QR_KERNELS_ONE_SHOT_REFERENCE_H_
 #define QR_KERNELS_ONE_SHOT_REFERENCE_H_
 
 #include <cstdint>
 
 #include "common/status.h"
+#include "kernels/geometry.h"
 #include "kernels/two_shot_reference.h"
 #include "kernels/types.h"
 
 namespace qr::kernels {
-
-inline constexpr int64_t kOneShotRegionBytes = int64_t{8} << 20;  // per phase
-// Largest one-shot call (values per rank): ws 2: 2 Mi (4 MiB), 4: 1 Mi, 8: 512 Ki.
-constexpr int64_t OneShotMaxElems(int world_size) {
-  return kOneShotRegionBytes / 2 / world_size;
-}
 
 // ValidateTwoShotParams' checks (the codec is checked but not used) plus
 // num_elems <= OneShotMaxElems(world_size).

@@ -26,14 +26,14 @@ uint16_t DoubleToHalf(double v) {
 
 // k / 2^s of a code, exact in every format used here.
 double CodeValue(Codec codec, int code) {
-  return std::ldexp(static_cast<double>(code - Bias(codec)), -ScaleShift(codec));
+  return std::ldexp(static_cast<double>(code - CodeBias(codec)), -ScaleShift(codec));
 }
 
 }  // namespace
 
 float EncodeMultiplier(Codec codec, uint16_t absmax_bits) {
   const double a = HalfToFloat(absmax_bits);
-  const double k = Bias(codec) - 0.5;
+  const double k = CodeBias(codec) - 0.5;
   // K / a truncated to 11 significant bits. The fp64 quotient is within half
   // an fp64 ulp of K / a, so the truncation is the exact one unless the
   // quotient rounded up onto an 11-bit number; e * a (11 x 11 bits, exact)
@@ -61,7 +61,7 @@ int Quantize(Codec codec, uint16_t x_bits, float multiplier) {
   // An 11 x 11-bit product: exact in fp64 (and in fp32). nearbyint rounds
   // half to even in the default rounding mode, as rint_even asks.
   const double product = static_cast<double>(HalfToFloat(x_bits)) * multiplier;
-  return Bias(codec) + static_cast<int>(std::nearbyint(product));
+  return CodeBias(codec) + static_cast<int>(std::nearbyint(product));
 }
 
 uint16_t Decode(Codec codec, int code, uint16_t scale_bits) {
@@ -84,7 +84,7 @@ uint16_t FusedReduce(Codec codec, int code1, uint16_t scale1_bits, uint16_t deco
 uint16_t EncodeBlock(Codec codec, const uint16_t* x, int n, uint8_t* codes) {
   uint16_t absmax = 0;
   for (int i = 0; i < n; ++i) absmax = std::max<uint16_t>(absmax, x[i] & 0x7FFFu);
-  const uint8_t zero_code = static_cast<uint8_t>(Bias(codec));
+  const uint8_t zero_code = static_cast<uint8_t>(CodeBias(codec));
   if (absmax >= kFp16Inf || absmax == 0) {
     for (int i = 0; i < n; ++i) codes[i] = zero_code;
     return absmax == 0 ? 0 : kFp16CanonicalNaN;
@@ -95,7 +95,7 @@ uint16_t EncodeBlock(Codec codec, const uint16_t* x, int n, uint8_t* codes) {
 }
 
 double QuantizationErrorBound(Codec codec, double absmax) {
-  const double q = Bias(codec);
+  const double q = CodeBias(codec);
   const double levels = 2 * q - 1;
   const double u = std::ldexp(1.0, -11);
   const double relative = (1 + 2 * u) * (1 + 2 * (q - 1) * u * (2 + u));

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "kernels/codec_layout.h"
 #include "kernels/types.h"
 
 namespace qr::kernels::packed {
@@ -50,9 +51,6 @@ constexpr bool IsPacked(Codec codec) {
 constexpr int ScaleShift(Codec codec) {
   return codec == Codec::kInt3 ? 1 : codec == Codec::kInt4 ? 2 : 4;
 }
-
-// Q: the code of value 0; codes span [1, 2Q - 1].
-constexpr int Bias(Codec codec) { return 1 << (CodecBits(codec) - 1); }
 
 // The block maxima whose multiplier e is a normal fp16 value (2^-14 <= e <=
 // 65504), so that the GPU's quantize can be one fp16 fma: fp16 bits

@@ -93,7 +93,7 @@ uint16_t ExactRn16(int128 m, int e) {
 
 TEST(PackedCodecTest, MultiplierIsTheLargest11BitNumberStrictlyBelowKOverA) {
   for (Codec codec : kPackedCodecs) {
-    const int128 two_k = 2 * Bias(codec) - 1;  // 2K, an integer
+    const int128 two_k = 2 * CodeBias(codec) - 1;  // 2K, an integer
     for (uint16_t a = 1; a <= kMaxFinite; ++a) {
       const float e = EncodeMultiplier(codec, a);
       const Exact ee = ExactFloat(e), ea = ExactHalf(a);
@@ -116,7 +116,7 @@ TEST(PackedCodecTest, MultiplierIsTheLargest11BitNumberStrictlyBelowKOverA) {
 // every |x| <= a: no value of any block needs a clamp.
 TEST(PackedCodecTest, NoCodeNeedsAClamp) {
   for (Codec codec : kPackedCodecs) {
-    const int q = Bias(codec);
+    const int q = CodeBias(codec);
     for (uint16_t a = 1; a <= kMaxFinite; ++a) {
       const float e = EncodeMultiplier(codec, a);
       const int hi = Quantize(codec, a, e), lo = Quantize(codec, a | 0x8000, e);
@@ -146,7 +146,7 @@ TEST(PackedCodecTest, FastPathIsWhereTheMultiplierIsANormalFp16) {
 TEST(PackedCodecTest, MagicConstantFmaGivesTheCode) {
   std::mt19937 rng(18);
   for (Codec codec : kPackedCodecs) {
-    const int q = Bias(codec);
+    const int q = CodeBias(codec);
     for (uint16_t a = FastPathAbsmax(codec).first; a <= FastPathAbsmax(codec).last; a += 7) {
       const float e = EncodeMultiplier(codec, a);
       const Exact ee = ExactFloat(e);
@@ -186,7 +186,7 @@ TEST(PackedCodecTest, ScaleWordIsTheCorrectlyRoundedQuotient) {
 
 TEST(PackedCodecTest, DecodeIsOneRoundingOfTheExactProduct) {
   for (Codec codec : kPackedCodecs) {
-    const int q = Bias(codec);
+    const int q = CodeBias(codec);
     for (uint16_t d = 1; d <= kMaxFinite; ++d) {
       const Exact ed = ExactHalf(d);
       for (int u = 1; u <= 2 * q - 1; ++u) {
@@ -204,7 +204,7 @@ TEST(PackedCodecTest, DecodeIsOneRoundingOfTheExactProduct) {
 TEST(PackedCodecTest, FusedReduceIsOneRoundingOfTheExactSum) {
   std::mt19937 rng(1801);
   for (Codec codec : kPackedCodecs) {
-    const int q = Bias(codec);
+    const int q = CodeBias(codec);
     for (int trial = 0; trial < 40; ++trial) {
       const int u1 = trial < 2 ? (trial == 0 ? 1 : 2 * q - 1) : 1 + static_cast<int>(rng() % (2 * q - 1));
       const uint16_t d1 = trial < 2 ? kMaxFinite : static_cast<uint16_t>(1 + rng() % kMaxFinite);

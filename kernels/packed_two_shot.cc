@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/limits.h"
+#include "kernels/codec_layout.h"
 #include "kernels/float16.h"
 #include "kernels/packed_codec.h"
 
 namespace qr::kernels::packed {
 namespace {
 
-constexpr int kBlock = 32;
-constexpr int kMaxRanks = 8;
 constexpr double kU16 = 0x1p-11;  // fp16 unit roundoff
 constexpr double kTiny16 = 0x1p-25;
 constexpr double kMax16 = 65504.0;
@@ -29,12 +29,12 @@ uint16_t EncodeDecode(Codec codec, const uint16_t* x, int n, uint16_t* decoded, 
 void TwoShotValues(Codec codec, DType dtype, int world_size, const uint16_t* const* inputs,
                    int64_t n, uint16_t* out) {
   const bool cast = dtype == DType::kBFloat16;
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int len = static_cast<int>(std::min<int64_t>(kBlock, n - begin));
-    uint16_t work[kMaxRanks][kBlock];
-    uint8_t codes[kMaxRanks][kBlock];
-    uint16_t scales[kMaxRanks];
-    uint16_t decoded[kMaxRanks][kBlock];
+  for (int64_t begin = 0; begin < n; begin += kBlockElems) {
+    const int len = static_cast<int>(std::min<int64_t>(kBlockElems, n - begin));
+    uint16_t work[kMaxWorldSize][kBlockElems];
+    uint8_t codes[kMaxWorldSize][kBlockElems];
+    uint16_t scales[kMaxWorldSize];
+    uint16_t decoded[kMaxWorldSize][kBlockElems];
     for (int r = 0; r < world_size; ++r) {
       for (int i = 0; i < len; ++i) {
         const uint16_t v = inputs[r][begin + i];
@@ -42,7 +42,7 @@ void TwoShotValues(Codec codec, DType dtype, int world_size, const uint16_t* con
       }
       scales[r] = EncodeDecode(codec, work[r], len, decoded[r], codes[r]);
     }
-    uint16_t reduced[kBlock];
+    uint16_t reduced[kBlockElems];
     for (int i = 0; i < len; ++i) {
       if (world_size == 2) {
         reduced[i] = FusedReduce(codec, codes[1][i], scales[1], decoded[0][i]);
@@ -52,8 +52,8 @@ void TwoShotValues(Codec codec, DType dtype, int world_size, const uint16_t* con
         reduced[i] = FloatToHalf(sum);  // saturating; NaN stays NaN
       }
     }
-    uint16_t result[kBlock];
-    uint8_t phase2_codes[kBlock];
+    uint16_t result[kBlockElems];
+    uint8_t phase2_codes[kBlockElems];
     EncodeDecode(codec, reduced, len, result, phase2_codes);
     for (int i = 0; i < len; ++i) out[begin + i] = cast ? HalfToBFloat16(result[i]) : result[i];
   }

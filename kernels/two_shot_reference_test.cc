@@ -81,15 +81,15 @@ Result RunAndCheck(const TwoShotParams& p, const std::vector<std::vector<uint16_
   return r;
 }
 
-TEST(TwoShotGeometryTest, SegmentsFitTheirFixedSlotsForEveryCodec) {
+TEST(TwoShotGeometryTest, ShardsFitTheirFixedSlotsForEveryCodec) {
   for (int ws : {2, 4, 8}) {
-    EXPECT_EQ(SegmentElems(ws) * ws, kTileElems);
-    EXPECT_EQ(SegmentElems(ws) % kAtomRowElems, 0);
+    EXPECT_EQ(ShardElems(ws) * ws, kTileElems);
+    EXPECT_EQ(ShardElems(ws) % kAtomRowElems, 0);
     for (Codec c : kAllCodecs) {
-      EXPECT_LE(SegmentWireBytes(c, ws), SourceStrideBytes(ws)) << CodecName(c);
-      EXPECT_EQ(SegmentWireBytes(c, ws) % 16, 0);
+      EXPECT_LE(ShardWireBytes(c, ws), SourceStrideBytes(ws)) << CodecName(c);
+      EXPECT_EQ(ShardWireBytes(c, ws) % 16, 0);
     }
-    EXPECT_EQ(SegmentWireBytes(Codec::kInt4, ws), 9216 / ws);
+    EXPECT_EQ(ShardWireBytes(Codec::kInt4, ws), 9216 / ws);
     // Distinct (slot, phase, source) regions tile the buffer without overlap.
     const int64_t slots = 3;
     std::vector<int> owner(RecvBufferBytes(slots) / 16, -1);
@@ -202,26 +202,26 @@ TEST_P(TwoShotTest, StepFunctionsOverReceiveBuffersMatchReference) {
   const int64_t slots = 3;
   std::vector<std::vector<uint8_t>> recv(ws, std::vector<uint8_t>(RecvBufferBytes(slots), 0xEE));
   std::vector<std::vector<uint16_t>> out(ws, std::vector<uint16_t>(p.num_elems, kSentinel));
-  std::vector<uint16_t> reduced(SegmentElems(ws));
+  std::vector<uint16_t> reduced(ShardElems(ws));
   std::vector<const uint8_t*> received(ws);
   for (int64_t tile = 0; tile < NumTiles(p.num_elems); ++tile) {
     const int64_t slot = SlotOfTile(tile, slots);
     for (int me = 0; me < ws; ++me) {
       for (int s = 0; s < ws; ++s) {
-        EncodeInputSegment(p, in[me].data(), tile, s,
+        EncodeInputShard(p, in[me].data(), tile, s,
                            recv[s].data() + RecvOffset(slots, slot, 0, me, ws));
       }
     }
     for (int me = 0; me < ws; ++me) {
       for (int s = 0; s < ws; ++s) received[s] = recv[me].data() + RecvOffset(slots, slot, 0, s, ws);
-      ReduceSegment(p, received.data(), reduced.data());
+      ReduceShard(p, received.data(), reduced.data());
       for (int dst = 0; dst < ws; ++dst) {
-        EncodeReducedSegment(p, reduced.data(), recv[dst].data() + RecvOffset(slots, slot, 1, me, ws));
+        EncodeReducedShard(p, reduced.data(), recv[dst].data() + RecvOffset(slots, slot, 1, me, ws));
       }
     }
     for (int me = 0; me < ws; ++me) {
       for (int s = 0; s < ws; ++s) {
-        DecodeOutputSegment(p, recv[me].data() + RecvOffset(slots, slot, 1, s, ws), tile, s,
+        DecodeOutputShard(p, recv[me].data() + RecvOffset(slots, slot, 1, s, ws), tile, s,
                             out[me].data());
       }
     }

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "common/bytes.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "tools/cli_list.h"
 
@@ -23,7 +24,7 @@ enum class Algo { kOneShot, kTwoShot };
 
 StatusOr<size_t> ParseMessageSize(const std::string& text) {
   QR_ASSIGN_OR_RETURN(uint64_t b, ParseBytes(text));
-  if (b == 0 || b % 16 != 0 || b > kBenchMaxBytes) {
+  if (b == 0 || !IsWholeMessageUnits(b) || b > kBenchMaxBytes) {
     return InvalidArgumentError(
         fmt::format("{} must be a positive multiple of 16 bytes, at most 4G", text));
   }
@@ -153,7 +154,7 @@ Status Finish(Parsed& p) {
   o.nccl = !p.no_nccl;
   o.peer_bandwidth = !p.no_peer_bandwidth;
   const auto int3 = std::find(o.regimes.begin(), o.regimes.end(), Codec::kInt3);
-  if (o.world_size != 2 && int3 != o.regimes.end()) {
+  if (!CodecRunsAtWorldSize(Codec::kInt3, o.world_size) && int3 != o.regimes.end()) {
     if (p.regimes->count() > 0) {
       return InvalidArgumentError(
           fmt::format("--regimes: INT3 runs only at world size 2, not {}", o.world_size));
@@ -171,14 +172,7 @@ Status Finish(Parsed& p) {
 
 }  // namespace
 
-const char* BenchDTypeName(BenchDType dtype) {
-  switch (dtype) {
-    case BenchDType::kFp16: return "fp16";
-    case BenchDType::kBf16: return "bf16";
-    case BenchDType::kBf16Cast: return "bf16cast";
-  }
-  return "?";
-}
+const char* BenchDTypeName(BenchDType dtype) { return WorkFormatName(dtype); }
 
 const char* BenchModeName(BenchMode mode) {
   return mode == BenchMode::kGraph ? "graph" : mode == BenchMode::kEager ? "eager" : "?";

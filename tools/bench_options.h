@@ -18,12 +18,8 @@
 
 namespace qr::bench {
 
-// Values equal kernels::GpuElem (kernels/gpu/two_shot.h): a cast converts.
-enum class BenchDType : int {
-  kFp16 = 0,
-  kBf16 = 1,
-  kBf16Cast = 2,  // bf16 reduced through the saturating fp16 cast
-};
+// The work format (kernels/types.h): what the kernels take.
+using BenchDType = WorkFormat;
 enum class BenchMode : int {
   kGraph = 0,  // calls captured in a graph, replayed
   kEager = 1,  // calls launched one by one from the host

@@ -15,6 +15,7 @@
 #include "comm/config.h"
 #include "common/bytes.h"
 #include "comm/policy.h"
+#include "kernels/codec_layout.h"
 #include "nlohmann/json.hpp"
 
 namespace qr::bench {
@@ -110,21 +111,10 @@ double PeerBandwidth::LinkGBps() const {
   return *std::min_element(concurrent_gbps.begin(), concurrent_gbps.end());
 }
 
-double WireRatio(Codec codec) {
-  switch (codec) {
-    case Codec::kFp: return 64.0 / 64.0;
-    case Codec::kInt8: return 34.0 / 64.0;
-    case Codec::kInt6: return 26.0 / 64.0;
-    case Codec::kInt4: return 18.0 / 64.0;
-    case Codec::kInt3: return 14.0 / 64.0;
-  }
-  return 1.0;
-}
-
 double WireBytesPerGpu(Algorithm algo, Codec codec, size_t bytes, int world_size) {
   const double b = static_cast<double>(bytes);
   if (algo == Algorithm::kOneShot) return (world_size - 1) * b;
-  return 2.0 * (world_size - 1) / world_size * b * WireRatio(codec);
+  return 2.0 * (world_size - 1) / world_size * b * kernels::WireRatio(codec);
 }
 
 double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, double link_gbps) {

@@ -56,11 +56,8 @@ struct BenchRow {
   std::string policy_choice;  // policy rows: "one-shot" or "two-shot"; else empty
 };
 
-// Wire bytes per 64 message bytes (32 values) of a codec over the 64 bytes
-// of FP: FP 64, INT8 34, INT6 26, INT4 18, INT3 14 (docs/codecs.md).
-double WireRatio(Codec codec);
 // Bytes one GPU sends for an all-reduce of `bytes` bytes: two-shot
-// 2 (ws-1)/ws * bytes * WireRatio(codec); one-shot (ws-1) * bytes (exact
+// 2 (ws-1)/ws * bytes * kernels::WireRatio(codec); one-shot (ws-1) * bytes (exact
 // values, codec ignored).
 double WireBytesPerGpu(Algorithm algo, Codec codec, size_t bytes, int world_size);
 // WireBytesPerGpu / link_gbps, in microseconds; 0 when link_gbps <= 0.

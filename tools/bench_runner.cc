@@ -30,8 +30,6 @@
 namespace qr::bench {
 namespace {
 
-using kernels::GpuCodec;
-using kernels::GpuElem;
 
 constexpr uint64_t kKernelTimeoutMs = 10000;
 
@@ -182,8 +180,8 @@ Status Bench::Setup() {
 
 StatusOr<double> Bench::TimeQuickReduce(const BenchCell& c) {
   kernels::LocalCall call;
-  call.elem = static_cast<GpuElem>(c.dtype);
-  call.codec = static_cast<GpuCodec>(c.codec);
+  call.format = c.dtype;
+  call.codec = c.codec;
   call.count = c.bytes / 2;
   call.timeout_ms = kKernelTimeoutMs;
   call.one_shot = c.algo == BenchAlgo::kOneShot;
@@ -335,7 +333,7 @@ int Bench::Run() {
     std::fprintf(stderr, "qr-bench: %s\n", s.ToString().c_str());
     return 2;
   }
-  const size_t one_shot_max = kernels::kGpuOneShotRegionBytes / ws_;
+  const size_t one_shot_max = static_cast<size_t>(kernels::OneShotMaxBytes(ws_));
   const std::vector<BenchCell> cells = PlanCells(o_, one_shot_max);
   std::fprintf(stderr, "qr-bench: %zu cells, estimated %.0f s (%s)\n", cells.size(),
                EstimateRunSeconds(cells, o_), header_.command_line.c_str());

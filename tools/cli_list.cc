@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "common/status_macros.h"
-#include "ipc/names.h"
+#include "common/limits.h"
 
 namespace qr::tools {
 
@@ -37,7 +37,7 @@ StatusOr<int> ParseIntIn(const std::string& text, int lo, int hi) {
 
 StatusOr<int> ParseWorldSize(const std::string& text) {
   QR_ASSIGN_OR_RETURN(int ws, ParseIntIn(text, 2, 8));
-  QR_RETURN_IF_ERROR(ipc::ValidateWorldSize(ws));
+  QR_RETURN_IF_ERROR(ValidateWorldSize(ws));
   return ws;
 }
 

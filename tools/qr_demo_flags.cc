@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "CLI/CLI.hpp"
+#include "common/limits.h"
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "tools/cli_list.h"
@@ -19,7 +20,7 @@ StatusOr<std::string> ParseDevice(const std::string& text) {
 
 StatusOr<uint64_t> ParseSize(const std::string& text) {
   const StatusOr<uint64_t> b = ParseBytes(text);
-  if (!b.ok() || *b == 0 || *b % 16 != 0) {
+  if (!b.ok() || *b == 0 || !IsWholeMessageUnits(*b)) {
     return InvalidArgumentError(
         fmt::format("size '{}' is not a positive multiple of 16 bytes", text));
   }

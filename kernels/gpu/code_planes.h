@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "kernels/gpu/two_shot.h"
+#include "kernels/types.h"
 
 namespace qr::kernels::gpu {
 
@@ -48,14 +48,14 @@ struct CodePlanes {
   uint32_t lo = 0, hi = 0;
 };
 
-template <GpuCodec kCodec>
+template <Codec kCodec>
 constexpr CodePlanes CodeBytesToPlanes(uint32_t even, uint32_t odd) {
-  static_assert(kCodec == GpuCodec::kInt4 || kCodec == GpuCodec::kInt6 ||
-                kCodec == GpuCodec::kInt3);
+  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 ||
+                kCodec == Codec::kInt3);
   CodePlanes p;
-  if constexpr (kCodec == GpuCodec::kInt4) {
+  if constexpr (kCodec == Codec::kInt4) {
     p.lo = even | (odd << 4);
-  } else if constexpr (kCodec == GpuCodec::kInt6) {
+  } else if constexpr (kCodec == Codec::kInt6) {
     p.lo = (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
     p.hi = BytesToNibbles((even >> 4) & 0x03030303u) |
            (BytesToNibbles((odd >> 4) & 0x03030303u) << 2);
@@ -68,14 +68,14 @@ constexpr CodePlanes CodeBytesToPlanes(uint32_t even, uint32_t odd) {
 }
 
 // The inverse: `even` and `odd` from an atom's planes (hi unused for INT4).
-template <GpuCodec kCodec>
+template <Codec kCodec>
 constexpr void PlanesToCodeBytes(uint32_t lo, uint32_t hi, uint32_t& even, uint32_t& odd) {
-  static_assert(kCodec == GpuCodec::kInt4 || kCodec == GpuCodec::kInt6 ||
-                kCodec == GpuCodec::kInt3);
-  if constexpr (kCodec == GpuCodec::kInt4) {
+  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 ||
+                kCodec == Codec::kInt3);
+  if constexpr (kCodec == Codec::kInt4) {
     even = lo & 0x0F0F0F0Fu;
     odd = (lo >> 4) & 0x0F0F0F0Fu;
-  } else if constexpr (kCodec == GpuCodec::kInt6) {
+  } else if constexpr (kCodec == Codec::kInt6) {
     even = (lo & 0x0F0F0F0Fu) | (NibblesToBytes(hi & 0x3333u) << 4);
     odd = ((lo >> 4) & 0x0F0F0F0Fu) | (NibblesToBytes((hi >> 2) & 0x3333u) << 4);
   } else {

@@ -15,12 +15,12 @@ namespace {
 using Codes = std::array<uint32_t, 8>;
 
 // The planes of an atom, one code at a time.
-CodePlanes Reference(GpuCodec codec, const Codes& u) {
+CodePlanes Reference(Codec codec, const Codes& u) {
   CodePlanes p;
   for (int j = 0; j < 8; ++j) {
-    if (codec == GpuCodec::kInt4) {
+    if (codec == Codec::kInt4) {
       p.lo |= u[j] << (4 * j);
-    } else if (codec == GpuCodec::kInt6) {
+    } else if (codec == Codec::kInt6) {
       p.lo |= (u[j] & 15u) << (4 * j);
       p.hi |= (u[j] >> 4) << (2 * j);
     } else {
@@ -35,7 +35,7 @@ uint32_t Bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   return a | (b << 8) | (c << 16) | (d << 24);
 }
 
-template <GpuCodec kCodec>
+template <Codec kCodec>
 void ExpectRoundTrip(const Codes& u) {
   const uint32_t even = Bytes(u[0], u[2], u[4], u[6]);
   const uint32_t odd = Bytes(u[1], u[3], u[5], u[7]);
@@ -73,7 +73,7 @@ TEST(CodePlanesTest, Int3EveryAtom) {
       u[j] = 1 + rest % 7;
       rest /= 7;
     }
-    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<GpuCodec::kInt3>(u));
+    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<Codec::kInt3>(u));
   }
 }
 
@@ -87,8 +87,8 @@ TEST(CodePlanesTest, Int4AndInt6) {
       u4[j] = 1 + rng() % 15;
       u6[j] = 1 + rng() % 63;
     }
-    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<GpuCodec::kInt4>(u4));
-    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<GpuCodec::kInt6>(u6));
+    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<Codec::kInt4>(u4));
+    ASSERT_NO_FATAL_FAILURE(ExpectRoundTrip<Codec::kInt6>(u6));
   }
   for (uint32_t top : {15u, 63u}) {
     for (int j = -1; j < 8; ++j) {
@@ -100,11 +100,11 @@ TEST(CodePlanesTest, Int4AndInt6) {
         hi[j] = 1;
       }
       if (top == 15) {
-        ExpectRoundTrip<GpuCodec::kInt4>(lo);
-        ExpectRoundTrip<GpuCodec::kInt4>(hi);
+        ExpectRoundTrip<Codec::kInt4>(lo);
+        ExpectRoundTrip<Codec::kInt4>(hi);
       } else {
-        ExpectRoundTrip<GpuCodec::kInt6>(lo);
-        ExpectRoundTrip<GpuCodec::kInt6>(hi);
+        ExpectRoundTrip<Codec::kInt6>(lo);
+        ExpectRoundTrip<Codec::kInt6>(hi);
       }
     }
   }

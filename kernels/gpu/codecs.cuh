@@ -1,8 +1,8 @@
 // Device codecs for the two-shot kernel. A codec C<kBf16, kA> moves one
-// thread's share of one rank segment (kA atoms of 8 values) to and from the
+// thread's share of one rank shard (kA atoms of 8 values) to and from the
 // wire, cooperating with the other threads of its block:
-//   kSegWireBytes             wire bytes of one whole segment (all threads)
-//   Encode(raw[kA], dst, tid, stage) stores the segment's wire form at dst
+//   kShardWireBytes             wire bytes of one whole shard (all threads)
+//   Encode(raw[kA], dst, tid, stage) stores the shard's wire form at dst
 //     (stage: kTwoShotStageBytes of 16-byte aligned shared memory)
 //   EncodeToAll<N>(raw, dst[N], tid, stage) the same to N destinations,
 //     encoded once
@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/codec_layout.h"
+#include "kernels/geometry.h"
 #include "kernels/gpu/code_planes.h"
 #include "kernels/gpu/two_shot_device.cuh"
 
@@ -27,9 +29,9 @@ namespace qr::kernels::gpu {
 // FP: raw 16-bit values, laid out on the wire as in the tile.
 template <bool kBf16, int kA>
 struct FpCodec {
-  static constexpr size_t kSegWireBytes = static_cast<size_t>(kA) * kTwoShotThreads * 16;
+  static constexpr size_t kShardWireBytes = static_cast<size_t>(kA) * kTwoShotThreads * 16;
   // FP is link bound: sending the next tile's phase 1 early only crowds the
-  // link (5 % slower at >= 64 MiB on H200, docs/performance.md).
+  // link (docs/performance.md, "Measurements behind the kernels' choices").
   static constexpr bool kOverlapNextTile = false;
   // Instead, the next tile's input is loaded at the start of this one, so
   // its memory latency hides behind the tile's two phases (two blocks per
@@ -56,7 +58,7 @@ struct FpCodec {
     }
   }
 
-  // Phase-2 segments hold Pack's output, which Pack(Unpack(.)) leaves as is.
+  // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.
   QR_DEVICE_INLINE static void DecodePacked(const char* src, int tid, Vec16 (&raw)[kA]) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) raw[k] = platform::LoadShared16(src + (k * kTwoShotThreads + tid) * 16);
@@ -66,51 +68,38 @@ struct FpCodec {
 };
 
 // ---------------------------------------------------------------------------
-// Integer codecs: the wire layout of kernels/codec.h, one atom row per atom
-// index (thread t = atom t of the row). Arithmetic is the host reference's,
+// Integer codecs: the wire layout of kernels/codec_layout.h, one atom row per
+// atom index (thread t = atom t of the row). Arithmetic is the host reference's,
 // one IEEE fp32 operation at a time.
 
 // Lanes cooperate in groups of 32 (8 scale blocks) on both vendors.
 inline constexpr int kLaneGroup = 32;
-// Shared memory a block stages one encoded segment in (INT8, world size 2:
-// 4 rows of 2176 bytes).
-inline constexpr int kTwoShotStageBytes = 4 * 2176;
+// Shared memory a block stages one encoded shard in: the largest integer
+// codec's shard at the smallest world size (INT8 at 2: 4 rows of 2176 bytes).
+inline constexpr int kTwoShotStageBytes = static_cast<int>(ShardWireBytes(Codec::kInt8, 2));
 
-QR_DEVICE_INLINE float ScaleFactorBits(GpuCodec c) {
-  switch (c) {
-    case GpuCodec::kInt8: return __uint_as_float(0x3C008081u);  // 1/127.5
-    case GpuCodec::kInt6: return __uint_as_float(0x3D020821u);  // 1/31.5
-    case GpuCodec::kInt4: return __uint_as_float(0x3E088889u);  // 1/7.5
-    case GpuCodec::kInt3: return __uint_as_float(0x3E924925u);  // 1/3.5
-    default: return 0.0f;
-  }
-}
-
-template <GpuCodec kCodec, bool kBf16, int kA>
+template <Codec kCodec, bool kBf16, int kA>
 struct IntCodec {
-  static constexpr int kBits = kCodec == GpuCodec::kInt8   ? 8
-                               : kCodec == GpuCodec::kInt6 ? 6
-                               : kCodec == GpuCodec::kInt4 ? 4
-                                                           : 3;
-  static constexpr int kQ = 1 << (kBits - 1);
-  static constexpr size_t kRowBytes = kCodec == GpuCodec::kInt8   ? 2176
-                                      : kCodec == GpuCodec::kInt6 ? 1664
-                                      : kCodec == GpuCodec::kInt4 ? 1152
-                                                                  : 896;
-  static constexpr size_t kScaleOffset = kRowBytes - 64 * 2;
-  static constexpr size_t kHighOffset = kCodec == GpuCodec::kInt6 ? 1024 : 512;
-  static constexpr size_t kSegWireBytes = kRowBytes * kA;
+  static_assert(kCodec != Codec::kFp, "FP has its own codec");
+  static constexpr int kQ = CodeBias(kCodec);
+  static constexpr size_t kRowBytes = static_cast<size_t>(AtomRowWireBytes(kCodec));
+  static constexpr size_t kScaleOffset = static_cast<size_t>(ScaleOffset(kCodec));
+  static constexpr size_t kHighOffset = static_cast<size_t>(HighPlaneOffset(kCodec));
+  static constexpr uint32_t kScaleFactorBits = ScaleFactorBits(kCodec);
+  static constexpr size_t kShardWireBytes = kRowBytes * kA;
   // Compute bound: overlapping the next tile's phase 1 with this tile's
-  // phase-2 wait gained 6-20 % at >= 64 MiB on H200.
+  // phase-2 wait hides the wait (docs/performance.md, "Measurements behind
+  // the kernels' choices").
   static constexpr bool kOverlapNextTile = true;
   static constexpr bool kPrefetchInput = false;
   static constexpr int kMinBlocksPerSm = kTwoShotMinBlocksPerSm;
-  static_assert(kSegWireBytes <= kTwoShotStageBytes, "stage too small");
+  static_assert(kShardWireBytes <= kTwoShotStageBytes, "stage too small");
   static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   static constexpr uint32_t kMagicBits = 0x4B400000u;
-  static constexpr int kCodeBytes = kCodec == GpuCodec::kInt8 ? 8 : kCodec == GpuCodec::kInt3 ? 2 : 4;
-  static constexpr int kHighBytes = kCodec == GpuCodec::kInt6 ? 2 : 1;
-  static constexpr bool kHasHigh = kCodec == GpuCodec::kInt6 || kCodec == GpuCodec::kInt3;
+  // Bytes of this lane's atom in the low and the high code plane.
+  static constexpr int kCodeBytes = LowPlaneAtomBytes(kCodec);
+  static constexpr int kHighBytes = HighPlaneAtomBytes(kCodec);
+  static constexpr bool kHasHigh = HasHighPlane(kCodec);
   static constexpr uint16_t kInf = kBf16 ? 0x7F80u : 0x7C00u;
   static constexpr uint16_t kNaN = kBf16 ? 0x7FC0u : 0x7E00u;
 
@@ -126,7 +115,7 @@ struct IntCodec {
     m2 = platform::MaxU16x2(m2, platform::ShuffleXorU32(m2, 2, kLaneGroup));
     const uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
     if (m >= kInf) return kNaN;
-    if (kBf16 && m < 0x0D80u) return 0;  // below 2^-100: negligible
+    if (kBf16 && m < uint32_t{kBf16NegligibleAbsmaxBits}) return 0;  // below 2^-100: negligible
     return m;
   }
 
@@ -135,10 +124,10 @@ struct IntCodec {
   // (its bytes are u_0..u_7 in order); the plane codecs pair even with even
   // and odd with odd (code_planes.h takes the even and the odd codes).
   QR_DEVICE_INLINE static constexpr int PairLo(int i) {
-    return kCodec == GpuCodec::kInt8 ? 2 * i : (i % 2) * 4 + i / 2;
+    return kCodec == Codec::kInt8 ? 2 * i : (i % 2) * 4 + i / 2;
   }
   QR_DEVICE_INLINE static constexpr int PairHi(int i) {
-    return PairLo(i) + (kCodec == GpuCodec::kInt8 ? 1 : 2);
+    return PairLo(i) + (kCodec == Codec::kInt8 ? 1 : 2);
   }
   QR_DEVICE_INLINE static void Quantize(const Vec16& raw, uint32_t scale, uint32_t (&pairs)[4]) {
     if (scale == 0 || scale >= kInf) {
@@ -147,7 +136,8 @@ struct IntCodec {
       return;
     }
     const float d =
-        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
+        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
+                        __uint_as_float(kScaleFactorBits));
     const float e = platform::DivRn(1.0f, d);
     // Q + rint(v) for |v| < 2^22 is the low bits of v + (1.5 * 2^23 + Q)
     // rounded to nearest even (docs/codecs.md, "Equivalent forms"): |v| <= Q,
@@ -177,13 +167,13 @@ struct IntCodec {
     Quantize(raw, scale, pairs);
     const uint32_t bytes0 = platform::BytePerm(pairs[0], pairs[1], 0x6420u);
     const uint32_t bytes1 = platform::BytePerm(pairs[2], pairs[3], 0x6420u);
-    if constexpr (kCodec == GpuCodec::kInt8) {
+    if constexpr (kCodec == Codec::kInt8) {
       *reinterpret_cast<uint2*>(stage + 8 * tid) = make_uint2(bytes0, bytes1);
     } else {
       const CodePlanes planes = CodeBytesToPlanes<kCodec>(bytes0, bytes1);
-      if constexpr (kCodec == GpuCodec::kInt4) {
+      if constexpr (kCodec == Codec::kInt4) {
         *reinterpret_cast<uint32_t*>(stage + 4 * tid) = planes.lo;
-      } else if constexpr (kCodec == GpuCodec::kInt6) {
+      } else if constexpr (kCodec == Codec::kInt6) {
         *reinterpret_cast<uint32_t*>(stage + 4 * tid) = planes.lo;
         *reinterpret_cast<uint16_t*>(stage + kHighOffset + 2 * tid) =
             static_cast<uint16_t>(planes.hi);
@@ -219,7 +209,7 @@ struct IntCodec {
     platform::StoreRemote16(row + off, *reinterpret_cast<const Vec16*>(stage + off));
   }
 
-  // Stages the segment's kA rows in shared memory (collective over the
+  // Stages the shard's kA rows in shared memory (collective over the
   // block's lane groups; each group touches only its own bytes).
   QR_DEVICE_INLINE static void Stage(const Vec16 (&raw)[kA], char* stage, int tid) {
     platform::WarpSync();  // earlier copies out of `stage` are done
@@ -234,7 +224,7 @@ struct IntCodec {
     for (int k = 0; k < kA; ++k) CopyOut(stage + k * kRowBytes, dst + k * kRowBytes, tid);
   }
 
-  // The same segment to kN destinations, encoded once.
+  // The same shard to kN destinations, encoded once.
   template <int kN>
   QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
                                            int tid, char* stage) {
@@ -249,13 +239,14 @@ struct IntCodec {
   QR_DEVICE_INLINE static void DecodeAtom(const char* row, int tid, float (&v)[8]) {
     const uint32_t scale = platform::LoadShared16Bits(row + kScaleOffset + 2 * (tid / 4));
     const float d =
-        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)), ScaleFactorBits(kCodec));
+        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
+                        __uint_as_float(kScaleFactorBits));
     // c[j] = the bits of kMagic + u_j: u_j < 2^22 fills the magic
     // constant's zero low bits. With the codes one per byte, one byte
     // permutation per value moves a code under the magic constant's upper
     // bytes (selector: code byte, then bytes 5-7, i.e. 1-3 of kMagicBits).
     uint32_t c[8];
-    if constexpr (kCodec == GpuCodec::kInt8) {
+    if constexpr (kCodec == Codec::kInt8) {
       uint32_t lo, hi;
       platform::LoadShared64(row + 8 * tid, lo, hi);
 #pragma unroll
@@ -283,9 +274,9 @@ struct IntCodec {
   // The atom's INT4/INT6/INT3 codes as bytes (code_planes.h).
   QR_DEVICE_INLINE static void CodesByByte(const char* row, int tid, uint32_t& even,
                                            uint32_t& odd) {
-    if constexpr (kCodec == GpuCodec::kInt4) {
+    if constexpr (kCodec == Codec::kInt4) {
       PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid), 0, even, odd);
-    } else if constexpr (kCodec == GpuCodec::kInt6) {
+    } else if constexpr (kCodec == Codec::kInt6) {
       PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid),
                                 platform::LoadShared16Bits(row + kHighOffset + 2 * tid), even,
                                 odd);
@@ -313,13 +304,13 @@ struct IntCodec {
 };
 
 template <bool kBf16, int kA>
-using Int8Codec = IntCodec<GpuCodec::kInt8, kBf16, kA>;
+using Int8Codec = IntCodec<Codec::kInt8, kBf16, kA>;
 template <bool kBf16, int kA>
-using Int6Codec = IntCodec<GpuCodec::kInt6, kBf16, kA>;
+using Int6Codec = IntCodec<Codec::kInt6, kBf16, kA>;
 template <bool kBf16, int kA>
-using Int4Codec = IntCodec<GpuCodec::kInt4, kBf16, kA>;
+using Int4Codec = IntCodec<Codec::kInt4, kBf16, kA>;
 template <bool kBf16, int kA>
-using Int3Codec = IntCodec<GpuCodec::kInt3, kBf16, kA>;
+using Int3Codec = IntCodec<Codec::kInt3, kBf16, kA>;
 
 }  // namespace qr::kernels::gpu
 

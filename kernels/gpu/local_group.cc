@@ -84,7 +84,7 @@ Status LocalGroup::Launch(int rank, const LocalCall& call, const void* in, void*
   a.in = in;
   a.out = out;
   a.count = call.count;
-  a.elem = call.elem;
+  a.format = call.format;
   a.codec = call.codec;
   a.rank = rank;
   a.world_size = world_size_;

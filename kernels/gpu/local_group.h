@@ -22,8 +22,8 @@
 namespace qr::kernels {
 
 struct LocalCall {
-  GpuElem elem = GpuElem::kFp16;
-  GpuCodec codec = GpuCodec::kFp;
+  WorkFormat format = WorkFormat::kFp16;
+  Codec codec = Codec::kFp;
   size_t count = 0;          // elements per rank
   uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
   bool one_shot = false;        // TwoShotArgs::one_shot

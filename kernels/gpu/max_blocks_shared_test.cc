@@ -42,7 +42,7 @@ TEST(SharedGpuMaxBlocksTest, H200SharesTheFpResidency) {
 TEST(SharedGpuMaxBlocksTest, AllRanksOfAGpuAreResidentTogether) {
   for (int sms = 1; sms <= 400; ++sms) {
     const int layout = std::min(sms * kTwoShotBlocksPerSm, kTwoShotMaxLayoutBlocks);
-    for (int ranks = 2; ranks <= kGpuMaxRanks; ++ranks) {
+    for (int ranks = 2; ranks <= kMaxWorldSize; ++ranks) {
       const int cap = SharedGpuMaxBlocks(layout, ranks);
       EXPECT_GE(cap, 1);
       EXPECT_LE(cap, layout);

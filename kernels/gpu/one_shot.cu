@@ -63,10 +63,10 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
 // Grids larger than this gate their polling (below).
 inline constexpr unsigned kOneShotGateBlocks = 4;
 
-template <GpuElem kElem, int kWs>
+template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
-  constexpr size_t kPerSource = kGpuOneShotRegionBytes / kWs;
+  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   __shared__ uint32_t gave_up, call;
   if (threadIdx.x == 0) {
     gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
 
-  const size_t phase = (call & 1u) * kGpuOneShotRegionBytes;
+  const size_t phase = (call & 1u) * static_cast<size_t>(kOneShotRegionBytes);
   const size_t atoms = p.bytes / 16;
   const size_t first = static_cast<size_t>(blockIdx.x) * kOneShotThreads + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * kOneShotThreads;
@@ -92,10 +92,10 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   char* const mine = p.buffers[p.rank] + p.oneshot + phase;
   // While the peers' data is still on its way only thread 0 polls (its own
   // first atom of each source); the others wait at the barrier. Thousands of
-  // threads polling the very lines the peers are writing slowed arrival by
-  // up to 100x when one rank started well before the other (eager launches,
-  // >= 64 KiB; docs/performance.md). With a few blocks the barrier costs more
-  // (0.3 us at 4 KiB) than the polling does.
+  // threads polling the very lines the peers are writing slow the arrival
+  // down when one rank starts well before the other; with a few blocks the
+  // barrier costs more than the polling does (docs/performance.md,
+  // "Measurements behind the kernels' choices").
   bool ok = true;
   if (gridDim.x > kOneShotGateBlocks) {  // the same on every thread
     __shared__ uint32_t gate_ok;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   }
 }
 
-template <GpuElem kElem>
+template <WorkFormat kElem>
 KernelFn ForWs(int ws) {
   switch (ws) {
     case 2: return OneShotKernel<kElem, 2>;
@@ -153,13 +153,13 @@ KernelFn ForWs(int ws) {
 
 }  // namespace
 
-KernelFn OneShotKernelFor(GpuElem elem, int ws) {
+KernelFn OneShotKernelFor(WorkFormat elem, int ws) {
   switch (elem) {
-    case GpuElem::kFp16: return ForWs<GpuElem::kFp16>(ws);
+    case WorkFormat::kFp16: return ForWs<WorkFormat::kFp16>(ws);
     // The cast only serves quantized wire formats; one-shot sends exact
     // bf16 values (kernels/one_shot_reference.h).
-    case GpuElem::kBf16:
-    case GpuElem::kBf16Cast: return ForWs<GpuElem::kBf16>(ws);
+    case WorkFormat::kBf16:
+    case WorkFormat::kBf16Cast: return ForWs<WorkFormat::kBf16>(ws);
   }
   return nullptr;
 }

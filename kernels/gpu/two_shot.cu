@@ -19,14 +19,14 @@ namespace {
 constexpr size_t kAtomStride = kTwoShotThreads * 16;  // bytes between a thread's atoms
 
 // One block, persistent over tiles blockIdx.x, blockIdx.x + gridDim.x, ...
-template <GpuElem kElem, template <bool, int> class Codec, int kWs>
+template <WorkFormat kElem, template <bool, int> class CodecT, int kWs>
 __global__ void __launch_bounds__(
-    kTwoShotThreads, (Codec<Elem<kElem>::kMathBf16, kTwoShotAtoms / kWs>::kMinBlocksPerSm))
+    kTwoShotThreads, (CodecT<Elem<kElem>::kMathBf16, kTwoShotAtoms / kWs>::kMinBlocksPerSm))
     TwoShotKernel(KernelParams p) {
-  constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank segment
+  constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank shard
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
-  using C = Codec<kBf16, kA>;
-  static_assert(C::kSegWireBytes * kWs <= kTwoShotSlotBytes, "slot too small");
+  using C = CodecT<kBf16, kA>;
+  static_assert(C::kShardWireBytes * kWs <= static_cast<size_t>(kTileSlotBytes), "slot too small");
 
   // A rank that gave up drains every later call at once (sticky error). One
   // thread reads the flag (device memory) for the whole block.
@@ -51,9 +51,9 @@ __global__ void __launch_bounds__(
   // calls, so the rows keep alternating through kernel boundaries.
   auto row = [&](uint32_t colour) { return blockIdx.x * 2 + (colour & 1u); };
   auto flags = [&](size_t offset, uint32_t colour) {
-    return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) + row(colour) * kGpuMaxRanks;
+    return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) + row(colour) * kMaxWorldSize;
   };
-  auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTwoShotSlotBytes; };
+  auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTileSlotBytes; };
 
   // This thread's input atoms of `tile`; atoms past the end read as zero
   // (sizes are whole atoms). A prefetch keeps them as stored (converting
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(
   // later kept more registers live: the bf16-cast INT6 kernel at world size
   // 8 spilled).
   auto load_input = [&](int tile, Vec16 (&atoms)[kTwoShotAtoms]) {
-    const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
+    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
 #pragma unroll
     for (int i = 0; i < kTwoShotAtoms; ++i) {
       const size_t off = base + i * kAtomStride;
@@ -77,15 +77,15 @@ __global__ void __launch_bounds__(
     return atom;
   };
 
-  // Phase 1 of a tile whose input atoms are `atoms`: segment r goes to rank
+  // Phase 1 of a tile whose input atoms are `atoms`: shard r goes to rank
   // r, row slot (block, my rank). The caller raises the flags.
   auto phase1 = [&](const Vec16 (&atoms)[kTwoShotAtoms], uint32_t colour) {
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
-      Vec16 seg[kA];
+      Vec16 shard[kA];
 #pragma unroll
-      for (int k = 0; k < kA; ++k) seg[k] = work_atom(atoms[r * kA + k]);
-      C::Encode(seg, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kSegWireBytes, tid,
+      for (int k = 0; k < kA; ++k) shard[k] = work_atom(atoms[r * kA + k]);
+      C::Encode(shard, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kShardWireBytes, tid,
                 stage);
     }
   };
@@ -102,14 +102,14 @@ __global__ void __launch_bounds__(
     if (C::kPrefetchInput && more) load_input(tile + gridDim.x, input);
     if (!WaitAll<kWs>(flags(p.flags1, c), c, p)) return;
 
-    // Reduce my segment in rank order 0..ws-1.
+    // Reduce my shard in rank order 0..ws-1.
     const char* my_data1 = p.buffers[p.rank] + p.data1 + slot(c);
     float acc[kA][8];
     C::Decode(my_data1, tid, acc);
 #pragma unroll
     for (int s = 1; s < kWs; ++s) {
       float v[kA][8];
-      C::Decode(my_data1 + s * C::kSegWireBytes, tid, v);
+      C::Decode(my_data1 + s * C::kShardWireBytes, tid, v);
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
 #pragma unroll
@@ -120,11 +120,11 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int k = 0; k < kA; ++k) reduced[k] = Pack<kBf16>(acc[k]);
 
-    // Phase 2: the reduced segment goes to every rank, row slot (block, my rank).
+    // Phase 2: the reduced shard goes to every rank, row slot (block, my rank).
     char* dst2[kWs];
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
-      dst2[r] = p.buffers[r] + p.data2 + slot(c) + p.rank * C::kSegWireBytes;
+      dst2[r] = p.buffers[r] + p.data2 + slot(c) + p.rank * C::kShardWireBytes;
     }
     C::template EncodeToAll<kWs>(reduced, dst2, tid, stage);
 
@@ -140,11 +140,11 @@ __global__ void __launch_bounds__(
 
     if (!WaitAll<kWs>(flags(p.flags2, c), c, p)) return;
     const char* my_data2 = p.buffers[p.rank] + p.data2 + slot(c);
-    const size_t base = static_cast<size_t>(tile) * kTwoShotTileBytes + tid * 16;
+    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       Vec16 v[kA];
-      C::DecodePacked(my_data2 + s * C::kSegWireBytes, tid, v);
+      C::DecodePacked(my_data2 + s * C::kShardWireBytes, tid, v);
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
         const size_t off = base + (s * kA + k) * kAtomStride;
@@ -160,19 +160,19 @@ __global__ void __launch_bounds__(
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
 
-template <GpuElem kElem, int kWs>
-KernelFn PickCodec(GpuCodec codec) {
+template <WorkFormat kElem, int kWs>
+KernelFn PickCodec(Codec codec) {
   switch (codec) {
-    case GpuCodec::kFp:
+    case Codec::kFp:
       return TwoShotKernel<kElem, FpCodec, kWs>;
-    case GpuCodec::kInt8:
+    case Codec::kInt8:
       return TwoShotKernel<kElem, Int8Codec, kWs>;
-    case GpuCodec::kInt6:
+    case Codec::kInt6:
       return TwoShotKernel<kElem, Int6Codec, kWs>;
-    case GpuCodec::kInt4:
+    case Codec::kInt4:
       return TwoShotKernel<kElem, Int4Codec, kWs>;
-    case GpuCodec::kInt3:
-      if constexpr (kWs == 2) {
+    case Codec::kInt3:
+      if constexpr (CodecRunsAtWorldSize(Codec::kInt3, kWs)) {
         return TwoShotKernel<kElem, Int3Codec, kWs>;
       } else {
         return nullptr;
@@ -181,8 +181,8 @@ KernelFn PickCodec(GpuCodec codec) {
   return nullptr;
 }
 
-template <GpuElem kElem>
-KernelFn PickWs(int ws, GpuCodec codec) {
+template <WorkFormat kElem>
+KernelFn PickWs(int ws, Codec codec) {
   switch (ws) {
     case 2:
       return PickCodec<kElem, 2>(codec);
@@ -194,14 +194,14 @@ KernelFn PickWs(int ws, GpuCodec codec) {
   return nullptr;
 }
 
-KernelFn PickKernel(GpuElem elem, int ws, GpuCodec codec) {
+KernelFn PickKernel(WorkFormat elem, int ws, Codec codec) {
   switch (elem) {
-    case GpuElem::kFp16:
-      return PickWs<GpuElem::kFp16>(ws, codec);
-    case GpuElem::kBf16:
-      return PickWs<GpuElem::kBf16>(ws, codec);
-    case GpuElem::kBf16Cast:
-      return PickWs<GpuElem::kBf16Cast>(ws, codec);
+    case WorkFormat::kFp16:
+      return PickWs<WorkFormat::kFp16>(ws, codec);
+    case WorkFormat::kBf16:
+      return PickWs<WorkFormat::kBf16>(ws, codec);
+    case WorkFormat::kBf16Cast:
+      return PickWs<WorkFormat::kBf16Cast>(ws, codec);
   }
   return nullptr;
 }
@@ -216,18 +216,18 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.max_blocks = max_blocks;
   // Two rows (tile parity) of flags and slots per block.
   const size_t rows = 2 * static_cast<size_t>(max_blocks);
-  const size_t flag_bytes = round_up(rows * kGpuMaxRanks * 4);
+  const size_t flag_bytes = round_up(rows * kMaxWorldSize * 4);
   l.flags1 = 0;
   l.flags2 = flag_bytes;
   l.data1 = 2 * flag_bytes;
-  l.data2 = l.data1 + rows * kTwoShotSlotBytes;
-  l.oneshot = l.data2 + rows * kTwoShotSlotBytes;
-  l.total = l.oneshot + 2 * kGpuOneShotRegionBytes;
+  l.data2 = l.data1 + rows * kTileSlotBytes;
+  l.oneshot = l.data2 + rows * kTileSlotBytes;
+  l.total = l.oneshot + 2 * kOneShotRegionBytes;
   return l;
 }
 
 int TwoShotGrid(size_t bytes, int max_blocks) {
-  const size_t tiles = (bytes + kTwoShotTileBytes - 1) / kTwoShotTileBytes;
+  const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
   return static_cast<int>(tiles < static_cast<size_t>(max_blocks) ? tiles : max_blocks);
 }
 
@@ -260,19 +260,19 @@ StatusOr<Residency> ResidentBlocks(gpu::KernelFn fn, int threads) {
 // Both algorithms take the same arguments and the same per-rank state.
 Status Launch(const TwoShotArgs& a, bool one_shot) {
   const size_t bytes = a.count * 2;
-  if (a.world_size != 2 && a.world_size != 4 && a.world_size != 8) {
-    return InvalidArgumentError("world size must be 2, 4 or 8, got " + std::to_string(a.world_size));
-  }
+  QR_RETURN_IF_ERROR(ValidateWorldSize(a.world_size));
   if (a.rank < 0 || a.rank >= a.world_size) {
     return InvalidArgumentError("rank " + std::to_string(a.rank) + " out of range");
   }
-  if (!one_shot && a.codec == GpuCodec::kInt3 && a.world_size != 2) {
+  if (!one_shot && !CodecRunsAtWorldSize(a.codec, a.world_size)) {
     return InvalidArgumentError("INT3 needs world size 2");
   }
-  if (bytes % 16 != 0) return InvalidArgumentError("message bytes must be a multiple of 16");
-  if (one_shot && bytes > kGpuOneShotRegionBytes / static_cast<size_t>(a.world_size)) {
+  if (!IsWholeMessageUnits(bytes)) {
+    return InvalidArgumentError("message bytes must be a multiple of 16");
+  }
+  if (one_shot && bytes > static_cast<size_t>(OneShotMaxBytes(a.world_size))) {
     return InvalidArgumentError("one-shot takes at most " +
-                                std::to_string(kGpuOneShotRegionBytes / a.world_size) +
+                                std::to_string(OneShotMaxBytes(a.world_size)) +
                                 " bytes at world size " + std::to_string(a.world_size) + ", got " +
                                 std::to_string(bytes));
   }
@@ -281,10 +281,10 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
     return InvalidArgumentError("null pointer argument");
   }
   if (a.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
-  const size_t tiles = (bytes + kTwoShotTileBytes - 1) / kTwoShotTileBytes;
+  const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
   if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
-  gpu::KernelFn fn = one_shot ? gpu::OneShotKernelFor(a.elem, a.world_size)
-                              : gpu::PickKernel(a.elem, a.world_size, a.codec);
+  gpu::KernelFn fn = one_shot ? gpu::OneShotKernelFor(a.format, a.world_size)
+                              : gpu::PickKernel(a.format, a.world_size, a.codec);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
 
   const TwoShotLayout l = MakeTwoShotLayout(a.max_blocks);
@@ -317,11 +317,10 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
   QR_ASSIGN_OR_RETURN(const Residency res, ResidentBlocks(fn, threads));
   int per_sm = res.per_sm;
   // FP is data movement and two blocks per multiprocessor already fill the
-  // link; more flood it (fp16 at >= 64 MiB became 10x slower on H200 with
-  // three, and bf16-cast FP, which took four, ran 1.1-3.7x slower in whole
-  // cells at >= 256 MiB; docs/performance.md). The integer codecs compute
+  // link; more flood it, up to 10x slower (docs/performance.md,
+  // "Measurements behind the kernels' choices"). The integer codecs compute
   // and gain from every resident block.
-  if (!one_shot && a.codec == GpuCodec::kFp && per_sm > kTwoShotFpBlocksPerSm) {
+  if (!one_shot && a.codec == Codec::kFp && per_sm > kTwoShotFpBlocksPerSm) {
     per_sm = kTwoShotFpBlocksPerSm;
   }
   const int cap = per_sm * res.sms < a.max_blocks ? per_sm * res.sms : a.max_blocks;

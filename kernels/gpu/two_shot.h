@@ -18,22 +18,26 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/limits.h"
 #include "common/status.h"
+#include "kernels/codec_layout.h"
+#include "kernels/geometry.h"
+#include "kernels/types.h"
 
 namespace qr::kernels {
 
-inline constexpr int kGpuMaxRanks = 8;
-inline constexpr int kTwoShotThreads = 256;      // threads per block
-inline constexpr int kTwoShotAtoms = 8;          // 16-byte vectors per thread per tile
-inline constexpr size_t kTwoShotTileBytes = 32768;  // kTwoShotThreads * kTwoShotAtoms * 16
-// Bytes one block's phase slot holds (the FP codec's wire tile, the largest).
-inline constexpr size_t kTwoShotSlotBytes = kTwoShotTileBytes;
+// Threads per block: one per atom of an atom row (kernels/codec_layout.h),
+// so thread t handles atom t of every row.
+inline constexpr int kTwoShotThreads = kAtomRowAtoms;
+// 16-byte atoms per thread per tile (kernels/geometry.h): 8.
+inline constexpr int kTwoShotAtoms =
+    static_cast<int>(kTileBytes / (int64_t{kTwoShotThreads} * kAtomBytes));
 // Blocks per multiprocessor the layout has slots for. A launch uses at most
 // as many blocks as stay resident for its kernel (occupancy query), so a
 // kernel that fits fewer per multiprocessor never waits on a block that
 // cannot start. Four resident blocks (32 warps) hide more of the integer
-// codecs' latency than three: INT4 at 64 MiB on H200 went from 96.5 to 89.0
-// us (docs/performance.md).
+// codecs' latency than three (docs/performance.md, "Blocks per
+// multiprocessor").
 inline constexpr int kTwoShotBlocksPerSm = 4;
 // The layout's blocks at most, whatever the multiprocessor count, so that the
 // buffer stays under 100 MiB (H200: 132 x 4 = 528 blocks, 82 MiB).
@@ -45,11 +49,6 @@ inline constexpr int kTwoShotMinBlocksPerSm = 4;
 // kernels are compiled for that many (up to 128 registers per thread, which
 // hold the next tile's input while the current tile is in flight).
 inline constexpr int kTwoShotFpBlocksPerSm = 2;
-// One-shot (kernels/one_shot_reference.h): bytes of one phase of a rank's
-// one-shot region (world_size sources of up to kGpuOneShotRegionBytes / ws
-// bytes each); a call may carry at most kGpuOneShotRegionBytes / ws bytes.
-inline constexpr size_t kGpuOneShotRegionBytes = size_t{8} << 20;
-
 // Values the kernel writes into the error word when it gives up.
 inline constexpr uint32_t kGpuErrorNone = 0;
 inline constexpr uint32_t kGpuErrorAborted = 1;  // the group's abort word was raised
@@ -59,11 +58,11 @@ inline constexpr uint32_t kGpuErrorTimeout = 2;  // a wait ran past timeout
 struct TwoShotLayout {
   int max_blocks = 0;
   // Rows: [max_blocks][2] (block, tile parity).
-  size_t flags1 = 0;  // uint32 [rows][kGpuMaxRanks]: phase-1 colour from each source rank
+  size_t flags1 = 0;  // uint32 [rows][kMaxWorldSize]: phase-1 colour from each source rank
   size_t flags2 = 0;  // same for phase 2
-  size_t data1 = 0;   // [rows][kTwoShotSlotBytes]
+  size_t data1 = 0;   // [rows][kTileSlotBytes]
   size_t data2 = 0;
-  size_t oneshot = 0; // [2 phases][kGpuOneShotRegionBytes], zero = empty
+  size_t oneshot = 0; // [2 phases][kOneShotRegionBytes], zero = empty
   size_t total = 0;   // bytes to allocate (zeroed once before first use)
 };
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
@@ -76,25 +75,16 @@ constexpr size_t TwoShotStateWords(int max_blocks) { return static_cast<size_t>(
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);
 
-// Codec numbers are qr_regime values.
-enum class GpuCodec : int { kFp = 0, kInt8 = 1, kInt6 = 2, kInt4 = 3, kInt3 = 4 };
-// Element format in memory and the arithmetic used to reduce it.
-enum class GpuElem : int {
-  kFp16 = 0,      // fp16 in, fp16 math
-  kBf16 = 1,      // bf16 in, bf16 math
-  kBf16Cast = 2,  // bf16 in, saturating cast to fp16, fp16 math, bf16 out
-};
-
 struct TwoShotArgs {
   const void* in = nullptr;  // device pointers; in == out allowed
   void* out = nullptr;
-  size_t count = 0;          // elements; count * 2 % 16 == 0
-  GpuElem elem = GpuElem::kFp16;
-  GpuCodec codec = GpuCodec::kFp;
+  size_t count = 0;          // elements; count * 2 whole kMessageAlignBytes
+  WorkFormat format = WorkFormat::kFp16;
+  Codec codec = Codec::kFp;
   int rank = 0;
-  int world_size = 0;        // 2, 4, 8 (INT3: 2)
+  int world_size = 0;        // IsSupportedWorldSize; CodecRunsAtWorldSize
   // Every rank's receive buffer as addressed from this device (own included).
-  std::array<void*, kGpuMaxRanks> buffers{};
+  std::array<void*, kMaxWorldSize> buffers{};
   int max_blocks = 0;        // the layout's; grid <= max_blocks
   // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
   // per-block colours, then this rank's device-side copy of the error word.
@@ -104,7 +94,7 @@ struct TwoShotArgs {
   uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
   void* stream = nullptr;                // hipStream_t
   // One-shot instead of two-shot: the codec is ignored (values travel
-  // exactly) and count * 2 <= kGpuOneShotRegionBytes / world_size.
+  // exactly) and count * 2 <= OneShotMaxBytes(world_size).
   bool one_shot = false;
 };
 

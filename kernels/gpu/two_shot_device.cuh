@@ -3,16 +3,16 @@
 // two_shot.cu and one_shot.cu only.
 //
 // Work decomposition. A block of kTwoShotThreads threads processes one tile
-// of kTwoShotTileBytes per iteration; thread t holds atom i (16 bytes) at tile
+// of kTileBytes per iteration; thread t holds atom i (16 bytes) at tile
 // offset i * 4096 + t * 16. Rank r owns atoms [r * A, (r + 1) * A) with
 // A = kTwoShotAtoms / world_size, i.e. the contiguous bytes
 // [r * tile / ws, (r + 1) * tile / ws) of every tile.
 //
-// Per tile: encode segment r of the input and store it into rank r's phase-1
+// Per tile: encode shard r of the input and store it into rank r's phase-1
 // slot (this block's row for the tile's parity, this source rank); signal;
 // wait for every source; decode and sum in rank order 0..ws-1; re-encode the
-// reduced segment and store it into every rank's phase-2 slot; signal; wait;
-// decode every rank's segment into the output. The integer codecs send the
+// reduced shard and store it into every rank's phase-2 slot; signal; wait;
+// decode every rank's shard into the output. The integer codecs send the
 // next tile's phase 1 before that last wait (two_shot.cu says why the rows
 // make it safe). Only equal block indices on different ranks wait on each
 // other, so no block ever waits for another block of its own grid.
@@ -55,7 +55,7 @@ struct KernelParams {
   size_t bytes;
   int rank;
   int num_tiles;
-  char* buffers[kGpuMaxRanks];
+  char* buffers[kMaxWorldSize];
   size_t flags1, flags2, data1, data2;  // layout offsets
   uint32_t* colours;
   uint32_t* dev_error;  // device memory: first reason this rank gave up (sticky)
@@ -70,7 +70,7 @@ struct KernelParams {
 using KernelFn = void (*)(KernelParams);
 
 // The one-shot kernel for (elem, ws) (one_shot.cu); nullptr if unsupported.
-KernelFn OneShotKernelFor(GpuElem elem, int ws);
+KernelFn OneShotKernelFor(WorkFormat elem, int ws);
 // Its grid for a call of `bytes` bytes: one thread per 16-byte atom, capped
 // at max_blocks; the same on every rank.
 int OneShotGrid(size_t bytes, int max_blocks);
@@ -140,7 +140,7 @@ QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colo
   __syncthreads();
   if (threadIdx.x < kWs) {
     uint32_t* f = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x] + flags_offset) +
-                  row * kGpuMaxRanks + p.rank;
+                  row * kMaxWorldSize + p.rank;
     if (kVariantSkipsFences) {
       platform::AtomicStoreRelaxedSystem(f, colour);
     } else {
@@ -151,9 +151,9 @@ QR_DEVICE_INLINE void SignalAll(size_t flags_offset, uint32_t row, uint32_t colo
 
 // SignalAll for two flags with one system fence: `colour_a` into the flags
 // at `offset_a` (row_a) and `colour_b` into those at `offset_b` (row_b). A
-// system fence costs microseconds on H200 (a fence-free variant ran INT4 at
-// 64 MiB 17 % faster), so the integer codecs raise phase 2 of one tile and
-// phase 1 of the next together.
+// system fence costs microseconds (docs/performance.md, "Measurements behind
+// the kernels' choices"), so the integer codecs raise phase 2 of one tile
+// and phase 1 of the next together.
 template <int kWs>
 QR_DEVICE_INLINE void SignalAllTwice(size_t offset_a, uint32_t row_a, uint32_t colour_a,
                                      size_t offset_b, uint32_t row_b, uint32_t colour_b,
@@ -163,9 +163,9 @@ QR_DEVICE_INLINE void SignalAllTwice(size_t offset_a, uint32_t row_a, uint32_t c
     uint32_t* base = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x]);
     if (!kVariantSkipsFences) platform::FenceSystem();
     platform::AtomicStoreRelaxedSystem(
-        base + offset_a / 4 + row_a * kGpuMaxRanks + p.rank, colour_a);
+        base + offset_a / 4 + row_a * kMaxWorldSize + p.rank, colour_a);
     platform::AtomicStoreRelaxedSystem(
-        base + offset_b / 4 + row_b * kGpuMaxRanks + p.rank, colour_b);
+        base + offset_b / 4 + row_b * kMaxWorldSize + p.rank, colour_b);
   }
 }
 
@@ -217,18 +217,18 @@ QR_DEVICE_INLINE Vec16 Pack(const float (&f)[8]) {
   return v;
 }
 
-template <GpuElem kElem>
+template <WorkFormat kElem>
 struct Elem;
 
 template <>
-struct Elem<GpuElem::kFp16> {
+struct Elem<WorkFormat::kFp16> {
   static constexpr bool kMathBf16 = false;
   QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
   QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
 };
 
 template <>
-struct Elem<GpuElem::kBf16> {
+struct Elem<WorkFormat::kBf16> {
   static constexpr bool kMathBf16 = true;
   QR_DEVICE_INLINE static Vec16 In(Vec16 v) { return v; }
   QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
@@ -237,7 +237,7 @@ struct Elem<GpuElem::kBf16> {
 // Saturating bf16 -> fp16 (kernels/float16.h BFloat16ToHalf: a finite input
 // never becomes inf) and back, both exact through fp32.
 template <>
-struct Elem<GpuElem::kBf16Cast> {
+struct Elem<WorkFormat::kBf16Cast> {
   static constexpr bool kMathBf16 = false;
   QR_DEVICE_INLINE static Vec16 In(Vec16 v) {
     float f[8];

@@ -14,27 +14,15 @@ namespace {
 
 using ::qr::testing::StatusIs;
 
-// The GPU launch API keeps its own names for the host reference's geometry and
-// codec numbers; they must never drift apart (bit-exactness and the C ABI).
-static_assert(kTwoShotTileBytes == static_cast<size_t>(kTileBytes));
-static_assert(kTwoShotSlotBytes == static_cast<size_t>(kSlotBytes));
-static_assert(kGpuMaxRanks == kMaxWorldSize);
-static_assert(kGpuOneShotRegionBytes == static_cast<size_t>(kOneShotRegionBytes));
-static_assert(static_cast<int>(GpuCodec::kFp) == static_cast<int>(Codec::kFp));
-static_assert(static_cast<int>(GpuCodec::kInt8) == static_cast<int>(Codec::kInt8));
-static_assert(static_cast<int>(GpuCodec::kInt6) == static_cast<int>(Codec::kInt6));
-static_assert(static_cast<int>(GpuCodec::kInt4) == static_cast<int>(Codec::kInt4));
-static_assert(static_cast<int>(GpuCodec::kInt3) == static_cast<int>(Codec::kInt3));
-
 TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
   const TwoShotLayout l = MakeTwoShotLayout(264);
   EXPECT_EQ(l.flags1, 0u);
   EXPECT_EQ(l.flags2 % 4096, 0u);
-  EXPECT_GE(l.flags2, 2 * 264u * kGpuMaxRanks * 4);  // two rows per block
+  EXPECT_GE(l.flags2, 2 * 264u * kMaxWorldSize * 4);  // two rows per block
   EXPECT_EQ(l.data1, 2 * l.flags2);
-  EXPECT_EQ(l.data2, l.data1 + 2 * 264 * kTwoShotSlotBytes);
-  EXPECT_EQ(l.oneshot, l.data2 + 2 * 264 * kTwoShotSlotBytes);
-  EXPECT_EQ(l.total, l.oneshot + 2 * kGpuOneShotRegionBytes);
+  EXPECT_EQ(l.data2, l.data1 + 2 * 264 * kTileSlotBytes);
+  EXPECT_EQ(l.oneshot, l.data2 + 2 * 264 * kTileSlotBytes);
+  EXPECT_EQ(l.total, l.oneshot + 2 * kOneShotRegionBytes);
 }
 
 TEST(TwoShotLayoutTest, FootprintStaysUnder100MiB) {
@@ -47,8 +35,8 @@ TEST(TwoShotLayoutTest, FootprintStaysUnder100MiB) {
 
 TEST(TwoShotGridTest, OneBlockPerTileUpToTheCap) {
   EXPECT_EQ(TwoShotGrid(16, 264), 1);
-  EXPECT_EQ(TwoShotGrid(kTwoShotTileBytes, 264), 1);
-  EXPECT_EQ(TwoShotGrid(kTwoShotTileBytes + 16, 264), 2);
+  EXPECT_EQ(TwoShotGrid(kTileBytes, 264), 1);
+  EXPECT_EQ(TwoShotGrid(kTileBytes + 16, 264), 2);
   EXPECT_EQ(TwoShotGrid(size_t{1} << 30, 264), 264);
 }
 
@@ -62,10 +50,10 @@ TEST(LaunchTwoShotTest, RejectsBadArgumentsBeforeTouchingTheGpu) {
   EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
   a.rank = 0;
   a.world_size = 4;
-  a.codec = GpuCodec::kInt3;
+  a.codec = Codec::kInt3;
   EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
   a.world_size = 2;
-  a.codec = GpuCodec::kFp;
+  a.codec = Codec::kFp;
   a.count = 7;  // 14 bytes
   EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
   a.count = 8;  // null buffers
@@ -80,11 +68,11 @@ TEST(LaunchOneShotTest, RejectsWhatDoesNotFitBeforeTouchingTheGpu) {
     a.world_size = ws;
     a.one_shot = true;
     // One 16-byte atom more than a source's share of the region.
-    a.count = kGpuOneShotRegionBytes / ws / 2 + 8;
+    a.count = kOneShotRegionBytes / ws / 2 + 8;
     EXPECT_THAT(LaunchOneShot(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
     EXPECT_THAT(LaunchAllReduce(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
     // Exactly the share: past the size check, stopped by the null buffers.
-    a.count = kGpuOneShotRegionBytes / ws / 2;
+    a.count = kOneShotRegionBytes / ws / 2;
     EXPECT_THAT(LaunchOneShot(a), StatusIs(StatusCode::kInvalidArgument)) << ws;
     a.count = 0;
     EXPECT_TRUE(LaunchOneShot(a).ok()) << ws;
@@ -96,7 +84,7 @@ TEST(LaunchOneShotTest, IgnoresTheCodecButNotTheWorldSize) {
   a.one_shot = true;
   a.count = 0;
   a.world_size = 4;
-  a.codec = GpuCodec::kInt3;  // two-shot refuses INT3 at world size 4
+  a.codec = Codec::kInt3;  // two-shot refuses INT3 at world size 4
   EXPECT_OK(LaunchOneShot(a));
   EXPECT_THAT(LaunchTwoShot(a), StatusIs(StatusCode::kInvalidArgument));
   a.world_size = 6;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/codec_layout.h"
 #include "kernels/float16.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/packed_codec.h"
@@ -75,7 +76,7 @@ TEST_F(PackedCodecGpuTest, QuantizeIsTheHostsCodeForEveryFastPathBlockMaximum) {
 // overflows); larger words are never sent.
 TEST_F(PackedCodecGpuTest, DecodeIsTheHostsForEveryScaleWordAndCode) {
   for (Codec codec : kPackedCodecs) {
-    const int q = packed::Bias(codec);
+    const int q = kernels::CodeBias(codec);
     const uint16_t largest = packed::ScaleWord(codec, packed::EncodeMultiplier(codec, kMaxFinite));
     std::vector<uint32_t> codes, scales, want;
     for (uint32_t d = 0; d <= largest; ++d) {
@@ -107,7 +108,7 @@ TEST_F(PackedCodecGpuTest, DecodeIsTheHostsForEveryScaleWordAndCode) {
 TEST_F(PackedCodecGpuTest, FusedReduceIsTheHostsExceptWhereItWouldOverflow) {
   std::mt19937 rng(1803);
   for (Codec codec : kPackedCodecs) {
-    const int q = packed::Bias(codec);
+    const int q = kernels::CodeBias(codec);
     std::vector<uint32_t> codes, scales, decoded, want;
     for (int trial = 0; trial < 24; ++trial) {
       const int u1 = trial == 0 ? 2 * q - 1 : 1 + static_cast<int>(rng() % (2 * q - 1));

@@ -16,23 +16,6 @@
 
 namespace qr::testing {
 
-inline DType ElemDType(kernels::GpuElem e) {
-  return e == kernels::GpuElem::kFp16 ? DType::kFloat16 : DType::kBFloat16;
-}
-
-inline const char* ElemName(kernels::GpuElem e) {
-  switch (e) {
-    case kernels::GpuElem::kFp16: return "fp16";
-    case kernels::GpuElem::kBf16: return "bf16";
-    case kernels::GpuElem::kBf16Cast: return "bf16cast";
-  }
-  return "?";
-}
-
-inline const char* GpuCodecName(kernels::GpuCodec c) {
-  return CodecName(static_cast<Codec>(static_cast<int>(c)));
-}
-
 // Adversarial mix, block by block (32 values): ordinary values over many
 // magnitudes, zero blocks, one huge value among tiny ones, values at the top
 // of the range, subnormals, alternating signs, blocks below 1e-4, and rare
@@ -80,13 +63,13 @@ inline std::vector<uint16_t> MakeUniformInput(DType dtype, size_t n, uint64_t se
   return v;
 }
 
-inline kernels::TwoShotParams ReferenceParams(kernels::GpuElem elem, kernels::GpuCodec codec,
-                                              int world_size, size_t count) {
+inline kernels::TwoShotParams ReferenceParams(WorkFormat format, Codec codec, int world_size,
+                                              size_t count) {
   kernels::TwoShotParams p;
   p.world_size = world_size;
-  p.codec = static_cast<Codec>(static_cast<int>(codec));
-  p.dtype = ElemDType(elem);
-  p.cast_bf16_to_fp16 = elem == kernels::GpuElem::kBf16Cast;
+  p.codec = codec;
+  p.dtype = WorkFormatDType(format);
+  p.cast_bf16_to_fp16 = format == WorkFormat::kBf16Cast;
   p.num_elems = static_cast<int64_t>(count);
   return p;
 }

@@ -25,7 +25,6 @@
 namespace qr::kernels {
 namespace {
 
-using ::qr::testing::ElemDType;
 using ::qr::testing::FirstDifference;
 
 constexpr int kWs = 2;
@@ -84,11 +83,11 @@ class TwoShotLocalTest : public ::testing::Test {
 
   // Runs one all-reduce of host inputs and checks both ranks against the
   // reference, bit for bit; in_place uses the input buffer as output.
-  void RunAndCheck(GpuElem elem, GpuCodec codec, size_t count,
+  void RunAndCheck(WorkFormat elem, Codec codec, size_t count,
                    const std::vector<std::vector<uint16_t>>& inputs, bool in_place = false,
                    bool one_shot = false) {
-    SCOPED_TRACE(std::string(one_shot ? "one-shot " : "") + testing::GpuCodecName(codec) + " " +
-                 testing::ElemName(elem) + " count=" + std::to_string(count) +
+    SCOPED_TRACE(std::string(one_shot ? "one-shot " : "") + CodecName(codec) + " " +
+                 WorkFormatName(elem) + " count=" + std::to_string(count) +
                  (in_place ? " in-place" : ""));
     const int ws = group_->world_size();
     auto buf = Alloc(*group_, count);
@@ -139,7 +138,7 @@ class TwoShotLocalTest : public ::testing::Test {
 
 class TwoShotBitExactTest
     : public TwoShotLocalTest,
-      public ::testing::WithParamInterface<std::tuple<GpuCodec, GpuElem>> {};
+      public ::testing::WithParamInterface<std::tuple<Codec, WorkFormat>> {};
 
 TEST_P(TwoShotBitExactTest, EqualsReferenceAtManySizes) {
   const auto [codec, elem] = GetParam();
@@ -152,51 +151,51 @@ TEST_P(TwoShotBitExactTest, EqualsReferenceAtManySizes) {
   for (size_t count : sizes) {
     std::vector<std::vector<uint16_t>> in;
     for (int r = 0; r < kWs; ++r) {
-      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 7919 + count, true));
+      in.push_back(testing::MakeInput(WorkFormatDType(elem), count, seed++ * 7919 + count, true));
     }
     RunAndCheck(elem, codec, count, in);
     if (HasFatalFailure()) return;
   }
   // In place.
   std::vector<std::vector<uint16_t>> in;
-  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(ElemDType(elem), 50000, 99 + r, false));
+  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 99 + r, false));
   RunAndCheck(elem, codec, 50000, in, /*in_place=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllCodecsAndDtypes, TwoShotBitExactTest,
-    ::testing::Combine(::testing::Values(GpuCodec::kFp, GpuCodec::kInt8, GpuCodec::kInt6,
-                                         GpuCodec::kInt4, GpuCodec::kInt3),
-                       ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast)),
-    [](const ::testing::TestParamInfo<std::tuple<GpuCodec, GpuElem>>& info) {
-      return std::string(testing::GpuCodecName(std::get<0>(info.param))) + "_" +
-             testing::ElemName(std::get<1>(info.param));
+    ::testing::Combine(::testing::Values(Codec::kFp, Codec::kInt8, Codec::kInt6,
+                                         Codec::kInt4, Codec::kInt3),
+                       ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast)),
+    [](const ::testing::TestParamInfo<std::tuple<Codec, WorkFormat>>& info) {
+      return std::string(CodecName(std::get<0>(info.param))) + "_" +
+             WorkFormatName(std::get<1>(info.param));
     });
 
 class OneShotBitExactTest : public TwoShotLocalTest,
-                            public ::testing::WithParamInterface<GpuElem> {};
+                            public ::testing::WithParamInterface<WorkFormat> {};
 
 // One-shot against its reference (which equals two-shot FP) from one atom to
 // the largest call it takes, with NaN/inf, the wire's special patterns
 // (0xFFFF, 0xFFFE, zeros) and a codec it must ignore; then in place.
 TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
-  const GpuElem elem = GetParam();
+  const WorkFormat elem = GetParam();
   const size_t max = static_cast<size_t>(OneShotMaxElems(kWs));
   const size_t sizes[] = {8, 16, 2048, 2056, 4096 * 8, 100000, max - 8, max};
   uint64_t seed = 3;
   for (size_t count : sizes) {
     std::vector<std::vector<uint16_t>> in;
     for (int r = 0; r < kWs; ++r) {
-      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 131 + count, true));
+      in.push_back(testing::MakeInput(WorkFormatDType(elem), count, seed++ * 131 + count, true));
       for (size_t i = r; i < count; i += 37) in[r][i] = (i / 37) % 3 == 0 ? 0xFFFF
                                                        : (i / 37) % 3 == 1 ? 0xFFFE : 0;
     }
-    RunAndCheck(elem, seed % 2 ? GpuCodec::kInt4 : GpuCodec::kFp, count, in, false, true);
+    RunAndCheck(elem, seed % 2 ? Codec::kInt4 : Codec::kFp, count, in, false, true);
     if (HasFatalFailure()) return;
   }
   std::vector<std::vector<uint16_t>> in;
-  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(ElemDType(elem), 50000, 7 + r, false));
-  RunAndCheck(elem, GpuCodec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
+  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 7 + r, false));
+  RunAndCheck(elem, Codec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
 }
 
 // World sizes 4 and 8 with two or four ranks per GPU (LocalGroup's `gpus`;
@@ -205,7 +204,7 @@ TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
 // and the one-shot limit, and in place.
 class SharedGpuBitExactTest
     : public TwoShotLocalTest,
-      public ::testing::WithParamInterface<std::tuple<int, GpuCodec, GpuElem>> {
+      public ::testing::WithParamInterface<std::tuple<int, Codec, WorkFormat>> {
  protected:
   void SetUp() override {
     if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
@@ -223,7 +222,7 @@ TEST_P(SharedGpuBitExactTest, EqualsReferenceAtManySizes) {
   for (size_t count : sizes) {
     std::vector<std::vector<uint16_t>> in;
     for (int r = 0; r < ws; ++r) {
-      in.push_back(testing::MakeInput(ElemDType(elem), count, seed++ * 7919 + count, true));
+      in.push_back(testing::MakeInput(WorkFormatDType(elem), count, seed++ * 7919 + count, true));
     }
     RunAndCheck(elem, codec, count, in);
     if (HasFatalFailure()) return;
@@ -234,7 +233,7 @@ TEST_P(SharedGpuBitExactTest, EqualsReferenceAtManySizes) {
   }
   std::vector<std::vector<uint16_t>> in;
   for (int r = 0; r < ws; ++r) {
-    in.push_back(testing::MakeInput(ElemDType(elem), 50000, 11 + r, false));
+    in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 11 + r, false));
   }
   RunAndCheck(elem, codec, 50000, in, /*in_place=*/true);
 }
@@ -242,32 +241,32 @@ TEST_P(SharedGpuBitExactTest, EqualsReferenceAtManySizes) {
 INSTANTIATE_TEST_SUITE_P(
     WorldSizes4And8, SharedGpuBitExactTest,
     ::testing::Combine(::testing::Values(4, 8),
-                       ::testing::Values(GpuCodec::kFp, GpuCodec::kInt8, GpuCodec::kInt6,
-                                         GpuCodec::kInt4),
-                       ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast)),
-    [](const ::testing::TestParamInfo<std::tuple<int, GpuCodec, GpuElem>>& info) {
+                       ::testing::Values(Codec::kFp, Codec::kInt8, Codec::kInt6,
+                                         Codec::kInt4),
+                       ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast)),
+    [](const ::testing::TestParamInfo<std::tuple<int, Codec, WorkFormat>>& info) {
       return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-             testing::GpuCodecName(std::get<1>(info.param)) + "_" +
-             testing::ElemName(std::get<2>(info.param));
+             CodecName(std::get<1>(info.param)) + "_" +
+             WorkFormatName(std::get<2>(info.param));
     });
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, OneShotBitExactTest,
-                         ::testing::Values(GpuElem::kFp16, GpuElem::kBf16, GpuElem::kBf16Cast),
-                         [](const ::testing::TestParamInfo<GpuElem>& info) {
-                           return std::string(testing::ElemName(info.param));
+                         ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast),
+                         [](const ::testing::TestParamInfo<WorkFormat>& info) {
+                           return std::string(WorkFormatName(info.param));
                          });
 
 TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
   const size_t count = (256u << 20) / 2;
-  const std::tuple<GpuCodec, GpuElem> cases[] = {{GpuCodec::kFp, GpuElem::kFp16},
-                                                 {GpuCodec::kInt4, GpuElem::kBf16Cast},
-                                                 {GpuCodec::kInt8, GpuElem::kBf16},
-                                                 {GpuCodec::kInt3, GpuElem::kFp16},
-                                                 {GpuCodec::kInt6, GpuElem::kFp16}};
+  const std::tuple<Codec, WorkFormat> cases[] = {{Codec::kFp, WorkFormat::kFp16},
+                                                 {Codec::kInt4, WorkFormat::kBf16Cast},
+                                                 {Codec::kInt8, WorkFormat::kBf16},
+                                                 {Codec::kInt3, WorkFormat::kFp16},
+                                                 {Codec::kInt6, WorkFormat::kFp16}};
   uint64_t seed = 5;
   for (const auto& [codec, elem] : cases) {
     std::vector<std::vector<uint16_t>> in;
-    for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeUniformInput(ElemDType(elem), count, seed++));
+    for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeUniformInput(WorkFormatDType(elem), count, seed++));
     RunAndCheck(elem, codec, count, in);
     if (HasFatalFailure()) return;
   }
@@ -296,19 +295,19 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GroupTest, ::testing::Values(2, 4, 8),
 TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
   const int ws = group_->world_size();
   struct Op {
-    GpuElem elem;
-    GpuCodec codec;
+    WorkFormat elem;
+    Codec codec;
     size_t count;
     bool one_shot;
   };
   // Two-shot and one-shot mixed; an odd number of one-shot calls per replay
   // flips the one-shot phase between replays.
-  const Op ops[] = {{GpuElem::kFp16, GpuCodec::kFp, 32768, false},
-                    {GpuElem::kBf16, GpuCodec::kFp, 4096, true},
-                    {GpuElem::kFp16, GpuCodec::kInt4, (1 << 19) + 8, false},
-                    {GpuElem::kFp16, GpuCodec::kFp, 200000, true},
-                    {GpuElem::kBf16Cast, GpuCodec::kInt8, 100000, false},
-                    {GpuElem::kBf16Cast, GpuCodec::kFp, 8, true}};
+  const Op ops[] = {{WorkFormat::kFp16, Codec::kFp, 32768, false},
+                    {WorkFormat::kBf16, Codec::kFp, 4096, true},
+                    {WorkFormat::kFp16, Codec::kInt4, (1 << 19) + 8, false},
+                    {WorkFormat::kFp16, Codec::kFp, 200000, true},
+                    {WorkFormat::kBf16Cast, Codec::kInt8, 100000, false},
+                    {WorkFormat::kBf16Cast, Codec::kFp, 8, true}};
   constexpr int kSets = 4;
   constexpr int kReplays = 1000;
   std::vector<std::unique_ptr<RankBuffers>> bufs;
@@ -325,7 +324,7 @@ TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
       std::vector<const uint16_t*> ip;
       std::vector<uint16_t*> op_ptrs;
       for (int r = 0; r < ws; ++r) {
-        in.push_back(testing::MakeInput(ElemDType(op.elem), op.count, seed++, false));
+        in.push_back(testing::MakeInput(WorkFormatDType(op.elem), op.count, seed++, false));
       }
       for (int r = 0; r < ws; ++r) {
         ip.push_back(in[r].data());
@@ -398,7 +397,7 @@ TEST_P(GroupTest, FiftyThousandCallsAlternatingShapesNeverHang) {
       ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), counts[k] * 2));
     }
-    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt4, ws,
+    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(WorkFormat::kFp16, Codec::kInt4, ws,
                                                           counts[k]),
                                  ip.data(), op.data()));
   }
@@ -406,7 +405,7 @@ TEST_P(GroupTest, FiftyThousandCallsAlternatingShapesNeverHang) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) {
     const int k = i % 2;
-    LocalCall call{GpuElem::kFp16, GpuCodec::kInt4, counts[k], 10000};
+    LocalCall call{WorkFormat::kFp16, Codec::kInt4, counts[k], 10000};
     std::vector<const void*> ins(bufs[k]->in.begin(), bufs[k]->in.end());
     ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
     if (i % 5000 == 4999 || i >= kCalls - 2) {
@@ -452,13 +451,13 @@ TEST_P(GroupTest, TwentyThousandMixedOneShotCallsStayCorrect) {
       ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), ops[k].count * 2));
     }
     ASSERT_OK(Reference(ops[k].one_shot,
-                        testing::ReferenceParams(GpuElem::kFp16, GpuCodec::kInt8, ws, ops[k].count),
+                        testing::ReferenceParams(WorkFormat::kFp16, Codec::kInt8, ws, ops[k].count),
                         ip.data(), op.data()));
   }
   constexpr int kCalls = 20000;
   for (int i = 0; i < kCalls; ++i) {
     const size_t k = (i * 7 + i / 3) % std::size(ops);
-    LocalCall call{GpuElem::kFp16, GpuCodec::kInt8, ops[k].count, 10000, ops[k].one_shot};
+    LocalCall call{WorkFormat::kFp16, Codec::kInt8, ops[k].count, 10000, ops[k].one_shot};
     std::vector<const void*> ins(bufs[k]->in.begin(), bufs[k]->in.end());
     ASSERT_OK(group_->LaunchAll(call, ins, bufs[k]->out));
     if (i % 2500 == 2499) {
@@ -493,7 +492,7 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
   auto buf = Alloc(*group_, 1 << 20);
   ASSERT_NE(buf, nullptr);
   // Only rank 0 calls: its kernel waits for a peer that never comes.
-  LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 20, 0};  // no timeout: only the abort ends it
+  LocalCall call{WorkFormat::kFp16, Codec::kFp, 1 << 20, 0};  // no timeout: only the abort ends it
   ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_OK(gpu::SetDevice(group_->device(0)));
@@ -512,7 +511,7 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
 TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
   auto buf = Alloc(*group_, 1 << 16);
   ASSERT_NE(buf, nullptr);
-  LocalCall call{GpuElem::kFp16, GpuCodec::kFp, 1 << 16, 300, /*one_shot=*/true};
+  LocalCall call{WorkFormat::kFp16, Codec::kFp, 1 << 16, 300, /*one_shot=*/true};
   ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
   EXPECT_LT(DrainSeconds(*group_, 0, 5.0), 1.5);
   EXPECT_EQ(group_->error(0), kGpuErrorTimeout);
@@ -521,7 +520,7 @@ TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
 TEST_F(TwoShotLocalTest, BoundedWaitTimesOutAndSetsErrorWord) {
   auto buf = Alloc(*group_, 1 << 16);
   ASSERT_NE(buf, nullptr);
-  LocalCall call{GpuElem::kBf16, GpuCodec::kInt4, 1 << 16, 300};
+  LocalCall call{WorkFormat::kBf16, Codec::kInt4, 1 << 16, 300};
   const auto start = std::chrono::steady_clock::now();
   ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
   const double s = DrainSeconds(*group_, 0, 5.0);
@@ -535,14 +534,14 @@ TEST_F(TwoShotLocalTest, RejectsBadArguments) {
   a.world_size = 3;
   EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
   a.world_size = 4;
-  a.codec = GpuCodec::kInt3;
+  a.codec = Codec::kInt3;
   a.count = 8;
   EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
-  a.codec = GpuCodec::kFp;
+  a.codec = Codec::kFp;
   a.count = 7;
   EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
   a.world_size = 2;
-  a.count = kGpuOneShotRegionBytes / 2 / 2 + 8;  // one atom more than one-shot holds
+  a.count = kOneShotRegionBytes / 2 / 2 + 8;  // one atom more than one-shot holds
   EXPECT_THAT(LaunchOneShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
 }
 

@@ -1,0 +1,129 @@
+// The codecs' units and wire layout, shared by the host reference
+// (kernels/codec.h) and the GPU codecs (kernels/gpu/codecs.cuh): constexpr
+// only, so both compilers read this one definition and the two cannot
+// drift. docs/codecs.md is the normative description.
+//
+// Units (all fixed, independent of the message size):
+//   block     32 consecutive values sharing one scale (integer codecs);
+//   atom      8 consecutive values = 16 bytes of fp16/bf16, what one GPU thread
+//             loads with one 16-byte access; a block is 4 atoms (4 threads);
+//   atom row  256 atoms = 2048 values = 64 blocks, what a 256-thread GPU
+//             block holds with one atom per thread. Wire data is laid out per
+//             atom row; a span of values is a sequence of atom rows.
+//
+// Wire layout of one atom row (t = atom/thread 0..255, b = block 0..63,
+// u_j = unsigned code of value j of the atom, j = 0..7, little-endian):
+//   FP    [0,4096)    atom t's 8 raw 16-bit values at 16*t
+//   INT8  [0,2048)    atom t at 8*t: byte j = u_j
+//         [2048,2176) scale of block b at 2048 + 2*b
+//   INT6  [0,1024)    atom t at 4*t: uint32, bits [4j,4j+4) = u_j & 15
+//         [1024,1536) atom t at 1024 + 2*t: uint16, bits [2j,2j+2) = u_j >> 4
+//         [1536,1664) scales
+//   INT4  [0,1024)    atom t at 4*t: uint32, bits [4j,4j+4) = u_j
+//         [1024,1152) scales
+//   INT3  [0,512)     atom t at 2*t: uint16, bits [2j,2j+2) = u_j & 3
+//         [512,768)   atom t at 512 + t: uint8, bit j = u_j >> 2
+//         [768,896)   scales
+// Bytes per 32 values: FP 64, INT8 34, INT6 26, INT4 18, INT3 14
+// (16, 8.5, 6.5, 4.5, 3.5 bits per value).
+//
+#ifndef QR_KERNELS_CODEC_LAYOUT_H_
+#define QR_KERNELS_CODEC_LAYOUT_H_
+
+#include <cstdint>
+
+#include "common/limits.h"
+#include "kernels/types.h"
+
+namespace qr::kernels {
+
+inline constexpr int kBlockElems = 32;
+inline constexpr int kAtomElems = 8;
+inline constexpr int kAtomBytes = 16;
+inline constexpr int kAtomsPerBlock = kBlockElems / kAtomElems;    // 4 threads per scale
+inline constexpr int kAtomRowAtoms = 256;
+inline constexpr int kAtomRowElems = kAtomRowAtoms * kAtomElems;   // 2048
+inline constexpr int kAtomRowBlocks = kAtomRowElems / kBlockElems; // 64
+inline constexpr int kScaleBytes = 2;
+static_assert(kAtomBytes == kMessageAlignBytes, "a message is whole atoms");
+
+// Q: the code of value 0 is Q and codes span [1, 2Q-1]. 0 for kFp.
+constexpr int CodeBias(Codec codec) {
+  return codec == Codec::kFp ? 0 : 1 << (CodecBits(codec) - 1);
+}
+
+// Blocks whose largest magnitude is below 2^-100 are sent as zero (only bf16
+// can hold such values; it keeps d and 1/d normal fp32 numbers).
+inline constexpr float kNegligibleAbsmax = 7.88860905e-31f;  // 2^-100
+inline constexpr uint16_t kBf16NegligibleAbsmaxBits = 0x0D80;  // 2^-100 in bf16
+
+// The fp32 constant c = 1 / (Q - 0.5) rounded to nearest, as bits (written
+// out so that no compiler's constant folding can differ between host and
+// device); 0 for kFp.
+constexpr uint32_t ScaleFactorBits(Codec codec) {
+  switch (codec) {
+    case Codec::kInt8: return 0x3C008081u;  // 1/127.5
+    case Codec::kInt6: return 0x3D020821u;  // 1/31.5
+    case Codec::kInt4: return 0x3E088889u;  // 1/7.5
+    case Codec::kInt3: return 0x3E924925u;  // 1/3.5
+    case Codec::kFp: break;
+  }
+  return 0;
+}
+
+// Code planes: every code's low bits in one plane, the rest (INT6's top 2
+// bits, INT3's top bit) in a second one after it.
+constexpr int LowPlaneBits(Codec codec) {
+  switch (codec) {
+    case Codec::kInt6: return 4;
+    case Codec::kInt3: return 2;
+    default: return CodecBits(codec);
+  }
+}
+constexpr bool HasHighPlane(Codec codec) { return LowPlaneBits(codec) != CodecBits(codec); }
+// Bytes one atom (8 codes) occupies in each plane.
+constexpr int LowPlaneAtomBytes(Codec codec) { return LowPlaneBits(codec) * kAtomElems / 8; }
+constexpr int HighPlaneAtomBytes(Codec codec) {
+  return (CodecBits(codec) - LowPlaneBits(codec)) * kAtomElems / 8;
+}
+
+// Offsets inside an atom row (integer codecs): where the second code plane
+// (INT6 high bits, INT3 high bit) starts, 0 without one.
+constexpr int64_t HighPlaneOffset(Codec codec) {
+  return HasHighPlane(codec) ? int64_t{kAtomRowAtoms} * LowPlaneAtomBytes(codec) : 0;
+}
+
+// Wire bytes of one atom row (2048 values): 4096, 2176, 1664, 1152, 896.
+constexpr int64_t AtomRowWireBytes(Codec codec) {
+  const int64_t codes =
+      int64_t{kAtomRowAtoms} * (LowPlaneAtomBytes(codec) + HighPlaneAtomBytes(codec));
+  return codec == Codec::kFp ? codes : codes + int64_t{kAtomRowBlocks} * kScaleBytes;
+}
+
+// Where the scales start (integer codecs).
+constexpr int64_t ScaleOffset(Codec codec) {
+  return AtomRowWireBytes(codec) - kAtomRowBlocks * kScaleBytes;
+}
+
+static_assert(AtomRowWireBytes(Codec::kFp) == 4096 && AtomRowWireBytes(Codec::kInt8) == 2176 &&
+                  AtomRowWireBytes(Codec::kInt6) == 1664 &&
+                  AtomRowWireBytes(Codec::kInt4) == 1152 && AtomRowWireBytes(Codec::kInt3) == 896,
+              "docs/codecs.md's row sizes");
+static_assert(HighPlaneOffset(Codec::kInt6) == 1024 && HighPlaneOffset(Codec::kInt3) == 512 &&
+                  ScaleOffset(Codec::kInt6) == 1536 && ScaleOffset(Codec::kInt3) == 768,
+              "docs/codecs.md's plane offsets");
+
+// Wire bytes of `num_elems` values; num_elems must be a multiple of 2048.
+constexpr int64_t WireBytes(Codec codec, int64_t num_elems) {
+  return num_elems / kAtomRowElems * AtomRowWireBytes(codec);
+}
+
+// Wire bytes per byte of 16-bit data: 1 (FP), 34/64, 26/64, 18/64, 14/64.
+constexpr double WireRatio(Codec codec) {
+  return static_cast<double>(AtomRowWireBytes(codec)) /
+         static_cast<double>(AtomRowWireBytes(Codec::kFp));
+}
+
+}  // namespace qr::kernels
+
+#endif  // QR_KERNELS_CODEC_LAYOUT_H_
