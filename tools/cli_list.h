@@ -31,7 +31,7 @@ std::vector<std::string> SplitCommaList(std::string_view text);
 // A decimal integer in lo..hi: "'x' is not an integer in lo..hi" otherwise.
 [[nodiscard]] StatusOr<int> ParseIntIn(const std::string& text, int lo, int hi);
 
-// --world-size: an integer that ipc::ValidateWorldSize accepts (2, 4 or 8).
+// --world-size: an integer that ValidateWorldSize (common/limits.h) accepts (2, 4 or 8).
 [[nodiscard]] StatusOr<int> ParseWorldSize(const std::string& text);
 
 template <typename T>
