@@ -15,7 +15,6 @@
 #include "comm/gpu_backend.h"
 #include "comm/host_backend.h"
 #include "comm/policy.h"
-#include "common/env.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -75,12 +74,6 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
   }
   return CreateGpuBackend(o.device, o.rank, o.world_size, config.op_timeout_ms,
                           join_timeout.count());
-}
-
-StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
-  if (timeout_ms > 0) return std::chrono::milliseconds(timeout_ms);
-  QR_ASSIGN_OR_RETURN(int64_t ms, EnvInt({"QR_JOIN_TIMEOUT_MS"}, 60000, 1, 24LL * 3600 * 1000));
-  return std::chrono::milliseconds(ms);
 }
 
 std::string Address(const void* p) {
@@ -147,8 +140,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   // The defaults follow the backend the group actually runs.
   const Platform platform = options.device == kDeviceHost ? Platform::kHost : GpuPlatform();
   QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv(platform));
-  QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
-                      JoinTimeout(options.timeout_ms));
+  QR_ASSIGN_OR_RETURN(const int64_t join_timeout_ms, JoinTimeoutMs(options.timeout_ms));
+  const std::chrono::milliseconds join_timeout(join_timeout_ms);
   QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config, join_timeout));
 
   ipc::JoinParams p;

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "ipc/broker_client.h"
@@ -38,7 +38,7 @@ std::string MissingRanksText(const std::vector<int>& absent, const std::vector<i
          " joined but did not publish";
 }
 
-StatusOr<bool> AutostartFromEnv() { return EnvBool({"QR_BROKER_AUTOSTART"}, true); }
+StatusOr<bool> AutostartFromEnv() { return kEnvBrokerAutostart.Bool(); }
 
 GroupMembership::GroupMembership() = default;
 

@@ -27,7 +27,7 @@
 #include "comm/config.h"
 #include "comm/policy.h"
 #include "comm/quickreduce.h"
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -163,7 +163,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
 // Under `bazel run` the broker is in the runfiles, not beside this binary:
 // point autostart at it unless the user already chose one.
 void FindBrokerBinary(const std::string& self) {
-  if (std::getenv("QR_BROKER_BIN") != nullptr) return;
+  if (kEnvBrokerBin.Lookup().has_value()) return;
   std::vector<std::string> candidates;
   if (const char* rf = std::getenv("RUNFILES_DIR")) {
     candidates.push_back(std::string(rf) + "/quickreduce/ipc/broker/qr-broker");
@@ -173,7 +173,8 @@ void FindBrokerBinary(const std::string& self) {
   for (const std::string& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) {
       char resolved[PATH_MAX];
-      ::setenv("QR_BROKER_BIN", ::realpath(c.c_str(), resolved) ? resolved : c.c_str(), 1);
+      const char* bin = ::realpath(c.c_str(), resolved) ? resolved : c.c_str();
+      ::setenv(std::string(kEnvBrokerBin.name).c_str(), bin, 1);
       return;
     }
   }
@@ -348,8 +349,7 @@ class Buffers {
 // qr_should_all_reduce answers for a few sizes, from the library itself.
 // The sizes straddle the AMD table's fp16 and bf16 floors at world size 2.
 std::string PolicyText(const qr_comm* comm, const Config& config, int world_size) {
-  const std::optional<EnvValue> regime_var =
-      LookupEnv({"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"});
+  const std::optional<EnvValue> regime_var = kEnvQuantization.Lookup();
   const std::string regime_source = regime_var ? regime_var->name + "=" + regime_var->value
                                                : std::string("QR_QUANTIZATION unset: the default");
   const std::string table = std::string("the built-in ") + PlatformName(config.platform) +
