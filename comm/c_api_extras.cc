@@ -199,6 +199,24 @@ Status ReferenceCheckBound(const void* const* inputs, int world_size, size_t cou
   return OkStatus();
 }
 
+Status ReferenceErrorBounds(const void* const* inputs, int world_size, size_t count, int dtype,
+                            int regime, int cast, double* bounds) {
+  if (regime == QR_REGIME_CONFIGURED || regime == QR_REGIME_NONE) {
+    return InvalidArgumentError("reference_error_bounds: regime " + std::to_string(regime) +
+                                " names no codec: pass FP, INT8, INT6, INT4 or INT3");
+  }
+  if (bounds == nullptr) return InvalidArgumentError("reference_error_bounds: bounds is NULL");
+  // Explicit regime and cast: the configuration only sets the size limit here.
+  QR_ASSIGN_OR_RETURN(const Config config, ReferenceConfig());
+  QR_ASSIGN_OR_RETURN(const ReferencePlan plan,
+                      PlanCall(config, inputs, world_size, count, dtype, regime, cast, bounds));
+  if (count == 0) return OkStatus();
+  std::vector<const uint16_t*> in_ptrs(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) in_ptrs[r] = static_cast<const uint16_t*>(inputs[r]);
+  kernels::TwoShotErrorBounds(plan.params, in_ptrs.data(), bounds);
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace qr
 
@@ -256,6 +274,13 @@ qr_status qr_reference_check_bound(const void* const* inputs, int world_size, si
   return qr::internal::RecordCStatus(qr::ReferenceCheckBound(inputs, world_size, count, dtype,
                                                              regime, cast_bf16_to_fp16, output,
                                                              max_ratio, violations));
+}
+
+qr_status qr_reference_error_bounds(const void* const* inputs, int world_size, size_t count,
+                                    qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
+                                    double* bounds) {
+  return qr::internal::RecordCStatus(qr::ReferenceErrorBounds(
+      inputs, world_size, count, dtype, regime, cast_bf16_to_fp16, bounds));
 }
 
 }  // extern "C"

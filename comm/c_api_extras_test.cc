@@ -3,6 +3,8 @@
 // checked across processes by the Python suites (python/tests).
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "comm/quickreduce.h"
 #include "common/version.h"
 #include "gtest/gtest.h"
+#include "kernels/error_bound.h"
 #include "kernels/float16.h"
 #include "kernels/two_shot_reference.h"
 #include "nlohmann/json.hpp"
@@ -127,6 +130,70 @@ TEST(CApiExtrasTest, ReferenceCheckBoundCountsViolations) {
             QR_OK);
   EXPECT_EQ(violations, 1u);
   EXPECT_GT(ratio, 1);
+}
+
+TEST(CApiExtrasTest, ReferenceErrorBoundsAreTheKernelBoundPerElement) {
+  // Two ranks, 64 values: the first block of 32 finite, the second holding
+  // an inf in rank 1.
+  std::vector<float> fa(64), fb(64);
+  for (int i = 0; i < 64; ++i) {
+    fa[i] = 0.37f * static_cast<float>(i) - 5.0f;
+    fb[i] = 1.0f / static_cast<float>(i + 1);
+  }
+  fb[40] = INFINITY;
+  const std::vector<uint16_t> a = Fp16(fa), b = Fp16(fb);
+  const void* inputs[] = {a.data(), b.data()};
+  std::vector<double> bounds(64, -1.0);
+  ASSERT_EQ(qr_reference_error_bounds(inputs, 2, 64, QR_FLOAT16, QR_REGIME_INT4, 0,
+                                      bounds.data()),
+            QR_OK)
+      << qr_last_error();
+  double absmax[2] = {0, 0};
+  for (int i = 0; i < 32; ++i) {
+    absmax[0] = std::max(absmax[0], std::fabs(static_cast<double>(kernels::HalfToFloat(a[i]))));
+    absmax[1] = std::max(absmax[1], std::fabs(static_cast<double>(kernels::HalfToFloat(b[i]))));
+  }
+  for (int i = 0; i < 32; ++i) {
+    const double va = kernels::HalfToFloat(a[i]), vb = kernels::HalfToFloat(b[i]);
+    const double element_abs[2] = {std::fabs(va), std::fabs(vb)};
+    EXPECT_EQ(bounds[i], kernels::TwoShotErrorBound(Codec::kInt4,
+                                                    DType::kFloat16, false, 2, absmax,
+                                                    element_abs, va + vb))
+        << "element " << i;
+    EXPECT_GT(bounds[i], 0);
+  }
+  for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(bounds[i])) << "element " << i;
+  // A bound is a bound: the reference's own INT4 result stays within it.
+  std::vector<uint16_t> out(64);
+  ASSERT_EQ(qr_reference_all_reduce(inputs, 2, 64, QR_FLOAT16, QR_REGIME_INT4, 0, out.data()),
+            QR_OK);
+  for (int i = 0; i < 32; ++i) {
+    const double exact = static_cast<double>(kernels::HalfToFloat(a[i])) + kernels::HalfToFloat(b[i]);
+    EXPECT_LE(std::fabs(kernels::HalfToFloat(out[i]) - exact), bounds[i]) << "element " << i;
+  }
+  // FP's bound is smaller than INT4's everywhere.
+  std::vector<double> fp(64);
+  ASSERT_EQ(qr_reference_error_bounds(inputs, 2, 64, QR_FLOAT16, QR_REGIME_FP, 0, fp.data()),
+            QR_OK);
+  for (int i = 0; i < 32; ++i) EXPECT_LT(fp[i], bounds[i]) << "element " << i;
+}
+
+TEST(CApiExtrasTest, ReferenceErrorBoundsNeedACodec) {
+  std::vector<uint16_t> a(16);
+  const void* inputs[] = {a.data(), a.data(), a.data(), a.data()};
+  std::vector<double> bounds(16);
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_CONFIGURED, 0,
+                                      bounds.data()),
+            QR_INVALID_ARGUMENT);
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_NONE, 0,
+                                      bounds.data()),
+            QR_INVALID_ARGUMENT);
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_FP, 0, nullptr),
+            QR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qr_last_error()).find("bounds is NULL"), std::string::npos);
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 4, 16, QR_FLOAT16, QR_REGIME_INT3, 0,
+                                      bounds.data()),
+            QR_UNSUPPORTED);
 }
 
 TEST(CApiExtrasTest, ReferenceRefusesWhatTheGroupRefuses) {

@@ -181,6 +181,19 @@ qr_status qr_reference_check_bound(const void* const* inputs, int world_size, si
                                    qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
                                    const void* output, double* max_ratio, size_t* violations);
 
+/* The documented per-element error bound (docs/codecs.md) of the two-shot
+ * path with `regime`'s codec (and the cast for bf16 when cast_bf16_to_fp16),
+ * for these inputs: bounds[i] bounds |output[i] - exact sum of inputs[r][i]|.
+ * Regime FP with the cast off is also the one-shot path's bound. No
+ * configuration is read and no policy applies: the caller names the codec
+ * (QR_REGIME_CONFIGURED and NONE are QR_INVALID_ARGUMENT). Elements of blocks
+ * of 32 that hold inf/NaN in some rank get NaN (they have no bound). bounds
+ * holds count doubles. Returns QR_INVALID_ARGUMENT (world size, dtype,
+ * regime, NULL pointers), QR_UNSUPPORTED (INT3 at a world size other than 2). */
+qr_status qr_reference_error_bounds(const void* const* inputs, int world_size, size_t count,
+                                    qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
+                                    double* bounds);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

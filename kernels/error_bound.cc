@@ -85,9 +85,13 @@ double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int w
   return total;
 }
 
-BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inputs,
-                              const uint16_t* output) {
-  BoundCheck check;
+namespace {
+
+// Calls visit(i, bound, exact_sum) for every element whose block is finite in
+// every rank, and skip(begin, end) for each block that holds inf/NaN.
+template <typename Visit, typename Skip>
+void ForEachElementBound(const TwoShotParams& p, const uint16_t* const* inputs, Visit visit,
+                         Skip skip) {
   const int ws = p.world_size;
   double block_absmax[kMaxWorldSize];
   double element_abs[kMaxWorldSize];
@@ -104,7 +108,7 @@ BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inp
       }
     }
     if (!finite) {
-      check.skipped += end - begin;
+      skip(begin, end);
       continue;
     }
     for (int64_t i = begin; i < end; ++i) {
@@ -114,21 +118,40 @@ BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inp
         exact += v;
         element_abs[r] = std::fabs(v);
       }
-      const double bound = TwoShotErrorBound(p.codec, p.dtype, p.cast_bf16_to_fp16, ws,
-                                             block_absmax, element_abs, exact);
-      const double out = ToFloat(p.dtype, output[i]);
-      const double err = std::isfinite(out) ? std::fabs(out - exact) : INFINITY;
-      const double ratio = err == 0.0 ? 0.0 : err / bound;
-      check.sum_error += err;
-      if (err > bound) ++check.violations;
-      if (err > check.max_error) check.max_error = err;
-      if (ratio > check.max_ratio || check.worst_index < 0) {
-        check.max_ratio = ratio;
-        check.worst_index = i;
-      }
+      visit(i, TwoShotErrorBound(p.codec, p.dtype, p.cast_bf16_to_fp16, ws, block_absmax,
+                                 element_abs, exact),
+            exact);
     }
   }
+}
+
+}  // namespace
+
+BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inputs,
+                              const uint16_t* output) {
+  BoundCheck check;
+  ForEachElementBound(
+      p, inputs,
+      [&](int64_t i, double bound, double exact) {
+        const double out = ToFloat(p.dtype, output[i]);
+        const double err = std::isfinite(out) ? std::fabs(out - exact) : INFINITY;
+        const double ratio = err == 0.0 ? 0.0 : err / bound;
+        check.sum_error += err;
+        if (err > bound) ++check.violations;
+        if (err > check.max_error) check.max_error = err;
+        if (ratio > check.max_ratio || check.worst_index < 0) {
+          check.max_ratio = ratio;
+          check.worst_index = i;
+        }
+      },
+      [&](int64_t begin, int64_t end) { check.skipped += end - begin; });
   return check;
+}
+
+void TwoShotErrorBounds(const TwoShotParams& p, const uint16_t* const* inputs, double* bounds) {
+  ForEachElementBound(
+      p, inputs, [&](int64_t i, double bound, double) { bounds[i] = bound; },
+      [&](int64_t begin, int64_t end) { std::fill(bounds + begin, bounds + end, NAN); });
 }
 
 }  // namespace qr::kernels

@@ -45,6 +45,10 @@ struct BoundCheck {
 BoundCheck CheckTwoShotOutput(const TwoShotParams& p, const uint16_t* const* inputs,
                               const uint16_t* output);
 
+// The bound of every element (TwoShotErrorBound) into bounds[0, p.num_elems);
+// NaN for the elements of blocks that hold inf/NaN in some rank.
+void TwoShotErrorBounds(const TwoShotParams& p, const uint16_t* const* inputs, double* bounds);
+
 }  // namespace qr::kernels
 
 #endif  // QR_KERNELS_ERROR_BOUND_H_

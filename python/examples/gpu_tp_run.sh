@@ -27,26 +27,19 @@ python3 -c 'import torch, quickreduce; print("torch", torch.__version__, "gpus",
       torch.cuda.device_count(), "quickreduce", quickreduce.version())' || exit 2
 gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 
-mps_started=0
-stop_mps() {
-  if (( mps_started )); then echo quit | nvidia-cuda-mps-control; fi
-}
-trap stop_mps EXIT
+source tools/gpu/mps.sh
+trap 'mps_stop "$out"' EXIT
 
 status=0
 for ws in ${QR_TP_WORLD_SIZES:-2}; do
   if (( gpus < ws )); then
-    if (( ! mps_started )); then
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/qr-mps CUDA_MPS_LOG_DIRECTORY=/tmp/qr-mps-log
-      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-      nvidia-cuda-mps-control -d && mps_started=1 || echo "note: could not start MPS"
-    fi
+    mps_start || echo "note: could not start MPS"
     export QR_ALLOW_SHARED_DEVICE=1
   fi
   echo "=== world size $ws on $gpus GPU(s)$( (( gpus < ws )) && echo ' (shared, MPS)')"
   # shellcheck disable=SC2086  # QR_TP_ARGS is a list of flags
   timeout 540 python3 python/examples/tp_run.py --device cuda --world-size "$ws" \
-      --dtypes fp16,bf16,bf16cast --decode-variants eager,graph,compile \
+      --dtypes fp16,bf16,bf16cast --decode-variants eager,graph,compile,compile-aot \
       --analysis-device cuda --out "$out/tp-ws$ws" ${QR_TP_ARGS:---preset small} \
       2>&1 | tee "$out/tp-ws$ws.log"
   rc=${PIPESTATUS[0]}

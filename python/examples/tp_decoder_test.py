@@ -309,17 +309,16 @@ def _qr():
 
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_numpy_bound_equals_the_library_bound(regime, dtype, monkeypatch):
-    """tp_bounds.two_shot_error_bound is docs/codecs.md 5.2 as the library
-    computes it: outputs just inside it pass qr.check_bound, just outside fail."""
+def test_the_models_bound_is_the_one_the_library_checks(regime, dtype, monkeypatch):
+    """tp_bounds.two_shot_error_bound (qr.error_bounds) is the bound
+    qr.check_bound applies: outputs just inside it pass, just outside fail."""
     qr = _qr()
     monkeypatch.setenv("QR_ONE_SHOT_MAX_KB", "0")
     tdtype = getattr(torch, dtype)
     g = torch.Generator().manual_seed(11)
     scale = torch.logspace(-3, 2, 4096)
     inputs = [(torch.randn(4096, generator=g) * scale).to(tdtype) for _ in range(2)]
-    bound = tp_bounds.two_shot_error_bound(regime, dtype, False,
-                                           np.stack([x.double().numpy() for x in inputs]))
+    bound = tp_bounds.two_shot_error_bound(regime, False, inputs)
     exact = (inputs[0].double() + inputs[1].double()).numpy()
     for factor in (0.97, 1.03):
         out = torch.from_numpy(exact + factor * bound).to(tdtype)

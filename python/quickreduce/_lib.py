@@ -77,6 +77,8 @@ def _declare(lib):
         "qr_reference_check_bound": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int, c_int,
                                              c_int, c_void, ctypes.POINTER(ctypes.c_double),
                                              ctypes.POINTER(c_size)]),
+        "qr_reference_error_bounds": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int,
+                                              c_int, c_int, ctypes.POINTER(ctypes.c_double)]),
     }
     for name, (res, args) in table.items():
         fn = getattr(lib, name, None)

@@ -1,6 +1,6 @@
 """The library's host reference of exactly the all-reduce a group runs, and
 its error bound, for checking results bit for bit (qr_reference_all_reduce,
-qr_reference_check_bound). The configuration is read from the environment
+qr_reference_check_bound, qr_reference_error_bounds). The configuration is read from the environment
 at each call, as a joining communicator reads it."""
 
 import ctypes
@@ -11,7 +11,7 @@ from ._buffers import describe, empty_like
 from ._enums import DType, Regime
 from .errors import InvalidArgument
 
-__all__ = ["version", "config", "reference_all_reduce", "check_bound"]
+__all__ = ["version", "config", "reference_all_reduce", "check_bound", "error_bounds"]
 
 
 def version():
@@ -87,3 +87,23 @@ def check_bound(inputs, output, regime=None, cast_bf16_to_fp16=None, *, dtype=No
         ptrs, len(bufs), bufs[0].count, int(bufs[0].dtype), r, cast, obuf.ptr,
         ctypes.byref(ratio), ctypes.byref(violations)))
     return ratio.value, violations.value
+
+
+def error_bounds(inputs, regime, cast_bf16_to_fp16=False, *, dtype=None):
+    """The documented per-element bound on |output - exact sum| of the
+    two-shot path with `regime`'s codec for these inputs (regime FP without
+    the cast: also the one-shot path's), as a NumPy float64 array (a list of
+    floats without NumPy). No policy applies: the regime names the codec.
+    Elements of blocks that hold inf/NaN get NaN."""
+    if regime is None:
+        raise InvalidArgument("error_bounds needs a regime: FP, INT8, INT6, INT4 or INT3")
+    bufs, ptrs, r, cast, _ = _prepare(inputs, regime, bool(cast_bf16_to_fp16), dtype)
+    count = bufs[0].count
+    out = (ctypes.c_double * count)()
+    _lib.check_status(_lib.lib().qr_reference_error_bounds(
+        ptrs, len(bufs), count, int(bufs[0].dtype), r, cast, out))
+    try:
+        import numpy as np
+    except ImportError:
+        return list(out)
+    return np.ctypeslib.as_array(out).copy()

@@ -1,11 +1,25 @@
-"""Ranks as processes (fork) or threads, each running fn(rank, *args); results
-come back in rank order, and a rank's exception is re-raised in the caller."""
+"""Ranks as processes or threads, each running fn(rank, *args); results come
+back in rank order, and a rank's exception is re-raised in the caller."""
 
 import multiprocessing as mp
+import sys
 import threading
 import traceback
 
-_ctx = mp.get_context("fork")
+
+def _context():
+    # A forked child inherits torch's intra-op and OpenMP thread pools without
+    # their threads: the first parallel op in it can wait forever on a lock
+    # held at fork time (seen with torch 2.11: torch.compile in the child
+    # stalled after the parent had run other torch cases). Once torch is
+    # loaded, ranks fork from a server process that imported torch but never
+    # ran an op (one torch import per test process, not one per rank); before
+    # that, a plain fork is safe.
+    if "torch" not in sys.modules:
+        return mp.get_context("fork")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "quickreduce"])
+    return ctx
 
 
 def _child(fn, rank, args, env, q):
@@ -22,9 +36,12 @@ class RankFailed(AssertionError):
 
 
 def run_processes(world_size, fn, *args, env=None, timeout=120.0):
-    """Runs fn(rank, *args) in world_size forked processes; returns the results."""
-    q = _ctx.Queue()
-    procs = [_ctx.Process(target=_child, args=(fn, r, args, env, q)) for r in range(world_size)]
+    """Runs fn(rank, *args) in world_size processes; returns the results. fn
+    and args must be picklable (a module-level function) when torch is loaded,
+    since the ranks then start from a fork server."""
+    ctx = _context()
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(fn, r, args, env, q)) for r in range(world_size)]
     for p in procs:
         p.start()
     results, errors = {}, []

@@ -145,3 +145,38 @@ def test_reference_is_not_the_identity():
     b = np.full(64, 2.25, np.float16)
     assert np.array_equal(qr.reference_all_reduce([a, b], "FP", False),
                           np.full(64, 3.75, np.float16))
+
+
+@pytest.mark.parametrize("regime", ["FP", "INT8", "INT6", "INT4", "INT3"])
+def test_error_bounds_are_the_bounds_check_bound_applies(regime):
+    """qr.error_bounds gives, per element, the bound qr.check_bound divides by:
+    the reference's own two-shot result stays inside it, and the largest
+    error / bound agrees with check_bound's ratio."""
+    os.environ["QR_ONE_SHOT_MAX_KB"] = "0"  # two-shot: the regime's codec applies
+    try:
+        inputs = [make_input("fp16", 8192, r, SEED, "random") for r in range(2)]
+        bounds = qr.error_bounds(inputs, regime)
+        assert bounds.dtype == np.float64 and bounds.shape == (4096,)
+        assert np.all(bounds > 0)
+        out = qr.reference_all_reduce(inputs, regime, False)
+        exact = inputs[0].astype(np.float64) + inputs[1].astype(np.float64)
+        err = np.abs(out.astype(np.float64) - exact)
+        assert np.all(err <= bounds)
+        ratio, violations = qr.check_bound(inputs, out, regime, False)
+        assert violations == 0
+        assert ratio == pytest.approx(float((err / bounds).max()), rel=1e-12)
+    finally:
+        del os.environ["QR_ONE_SHOT_MAX_KB"]
+
+
+def test_error_bounds_need_a_codec():
+    a = np.zeros(64, np.float16)
+    with pytest.raises(qr.InvalidArgument, match="needs a regime"):
+        qr.error_bounds([a, a], None)
+    with pytest.raises(qr.InvalidArgument, match="names no codec"):
+        qr.error_bounds([a, a], "NONE")
+    b = a.copy()
+    b[3] = np.inf
+    assert np.isnan(qr.error_bounds([a, b], "INT4")[:32]).all()
+    assert not np.isnan(qr.error_bounds([a, b], "INT4")[32:]).any()
+

@@ -58,59 +58,25 @@ part() {  # part <name> <timeout s> <command...>
   if [[ $rc -ne 0 ]]; then failed=1; fi
 }
 
-# NVIDIA MPS, for ranks of several processes sharing the one GPU: without it
-# their contexts are time-sliced and every flag hop waits for a context switch
-# (docs/gpu-testing.md). Started on first need, stopped on every exit path.
-mps_dir=""
-mps_ctl=""
-mps_pid=""
-mps_start() {
-  [[ -n "$mps_dir" ]] && return 0
-  mps_ctl=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-  if [[ ! -x "$mps_ctl" ]]; then
-    echo "=== MPS: nvidia-cuda-mps-control not found"
-    return 1
-  fi
-  mps_dir=$(mktemp -d /tmp/qr-mps.XXXXXX)
-  export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if ! "$mps_ctl" -d; then
-    echo "=== MPS: the control daemon did not start"
-    mps_stop
-    return 1
-  fi
-  sleep 0.2
-  mps_pid=$(cat "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" 2>/dev/null || true)
-  echo "=== MPS: control daemon ${mps_pid:+$mps_pid }started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
-  summary+=("mps: started")
+# NVIDIA MPS for the parts whose ranks share the one GPU: started on first
+# need, stopped on every exit path.
+source "$(dirname "${BASH_SOURCE[0]}")/mps.sh"
+suite_mps_start() {
+  local was="$mps_dir"
+  mps_start || return 1
+  [[ -z "$was" ]] && summary+=("mps: started")
+  return 0
 }
-mps_stop() {
-  [[ -z "$mps_dir" ]] && return 0
-  echo quit | "$mps_ctl"
-  # quit waits for the clients (every test process has exited by now) and
-  # the servers; wait for the daemon itself, up to 10 s.
-  if [[ -n "$mps_pid" ]]; then
-    for _ in $(seq 100); do
-      kill -0 "$mps_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  fi
-  for f in "$CUDA_MPS_LOG_DIRECTORY"/*.log; do
-    [[ -f "$f" ]] && cp "$f" "$out/mps-$(basename "$f")"
-  done
-  echo "=== MPS: stopped"
-  summary+=("mps: stopped")
-  rm -rf "$mps_dir"
-  mps_dir=""
-  mps_pid=""
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+suite_mps_stop() {
+  [[ -n "$mps_dir" ]] && summary+=("mps: stopped")
+  mps_stop "$out"
 }
 # Parts whose ranks are separate processes: on one GPU they share it.
 shared=()
 shared_gpu() {
   shared=()
   if [[ $gpus -eq 1 ]]; then
-    mps_start || return 1
+    suite_mps_start || return 1
     shared=(env QR_ALLOW_SHARED_DEVICE=1)
   fi
 }
@@ -142,7 +108,7 @@ demo() {  # demo <world size>
   broker_stop
 }
 
-trap 'broker_stop; mps_stop' EXIT
+trap 'broker_stop; suite_mps_stop' EXIT
 # timeout passes the signal on to the part's command.
 trap '[[ -n "$part_pid" ]] && kill -TERM "$part_pid" && wait "$part_pid"; exit 130' INT TERM
 
@@ -163,7 +129,7 @@ for p in $suite; do
       [[ -x .device/bin/qr-demo ]] && shared_gpu && demo 2 && demo 4 ;;
     sanitizer)
       # compute-sanitizer is not asked to run MPS clients.
-      mps_stop
+      suite_mps_stop
       part memcheck "$(lim 300 120)" compute-sanitizer --tool memcheck --error-exitcode 9 \
         .device/bin/two_shot_local_test --gtest_filter='AllCodecsAndDtypes/TwoShotBitExactTest.EqualsReferenceAtManySizes/INT4_fp16:AllDtypes/OneShotBitExactTest.EqualsReferenceAtManySizes/bf16:*RejectsBadArguments'
       part racecheck "$(lim 240 90)" compute-sanitizer --tool racecheck --error-exitcode 9 \
@@ -193,7 +159,7 @@ for p in $suite; do
       part profile 540 bash tools/gpu/profile.sh ;;
   esac
 done
-mps_stop
+suite_mps_stop
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

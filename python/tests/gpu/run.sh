@@ -15,14 +15,14 @@ mkdir -p "$out"
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+source "$root/tools/gpu/mps.sh"
+trap 'mps_stop "$out"' EXIT
 mps=0
 if (( ngpu >= 2 )); then
   export QR_TEST_GPUS=0,1
 elif (( ngpu == 1 )); then
   export QR_TEST_GPUS=0,0 QR_ALLOW_SHARED_DEVICE=1
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/qr-mps CUDA_MPS_LOG_DIRECTORY=/tmp/qr-mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && mps=1
+  mps_start && mps=1
 else
   echo "run.sh: no GPU" >&2
   exit 1
@@ -32,14 +32,14 @@ python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
   python/tests/gpu/test_gpu.py 2>&1 | tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
-# shared-device mode. Known problem (docs/python.md): with torch 2.11 the
-# compiled fallback case stalls when it runs after the other test_torch.py
-# cases in one process; alone it passes in 7 s.
+# shared-device mode. All of test_torch.py in one process is the regression
+# test for forking ranks from a parent that already ran torch ops (the
+# compiled fallback case stalled that way with torch 2.11; harness.py now
+# starts them from a fork server).
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
   python/tests/test_torch.py python/tests/test_library.py 2>&1 | tee "$out/python-cpu.log"
 (( PIPESTATUS[0] == 0 )) || rc=1
 python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
   --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
-(( mps )) && echo quit | nvidia-cuda-mps-control
 exit "$rc"
