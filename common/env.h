@@ -94,17 +94,25 @@ struct EnvVar {
 
 inline constexpr int64_t kNoEnvFallback = INT64_MIN;
 
-// kBool; fallback 0, 1, or kNoEnvFallback where the reader supplies it.
-constexpr EnvVar EnvBoolVar(std::string_view name, std::string_view alias, int64_t fallback,
-                            std::string_view default_doc, std::string_view doc) {
+namespace internal {
+constexpr EnvVar EnvVarOf(std::string_view name, std::string_view alias, EnvType type,
+                          std::string_view default_doc, std::string_view doc) {
   EnvVar v;
   v.name = name;
   v.alias = alias;
-  v.type = EnvType::kBool;
-  v.has_fallback = fallback != kNoEnvFallback;
-  v.fallback = v.has_fallback ? fallback : 0;
+  v.type = type;
   v.default_doc = default_doc;
   v.doc = doc;
+  return v;
+}
+}  // namespace internal
+
+// kBool; fallback 0, 1, or kNoEnvFallback where the reader supplies it.
+constexpr EnvVar EnvBoolVar(std::string_view name, std::string_view alias, int64_t fallback,
+                            std::string_view default_doc, std::string_view doc) {
+  EnvVar v = internal::EnvVarOf(name, alias, EnvType::kBool, default_doc, doc);
+  v.has_fallback = fallback != kNoEnvFallback;
+  v.fallback = v.has_fallback ? fallback : 0;
   return v;
 }
 
@@ -112,16 +120,11 @@ constexpr EnvVar EnvBoolVar(std::string_view name, std::string_view alias, int64
 constexpr EnvVar EnvIntVar(std::string_view name, std::string_view alias, int64_t fallback,
                            int64_t min, int64_t max, std::string_view default_doc,
                            std::string_view doc) {
-  EnvVar v;
-  v.name = name;
-  v.alias = alias;
-  v.type = EnvType::kInt;
+  EnvVar v = internal::EnvVarOf(name, alias, EnvType::kInt, default_doc, doc);
   v.has_fallback = fallback != kNoEnvFallback;
   v.fallback = v.has_fallback ? fallback : 0;
   v.min = min;
   v.max = max;
-  v.default_doc = default_doc;
-  v.doc = doc;
   return v;
 }
 
@@ -129,28 +132,17 @@ constexpr EnvVar EnvIntVar(std::string_view name, std::string_view alias, int64_
 constexpr EnvVar EnvChoiceVar(std::string_view name, std::string_view alias,
                               std::string_view fallback, std::string_view choices,
                               std::string_view default_doc, std::string_view doc) {
-  EnvVar v;
-  v.name = name;
-  v.alias = alias;
-  v.type = EnvType::kChoice;
+  EnvVar v = internal::EnvVarOf(name, alias, EnvType::kChoice, default_doc, doc);
   v.has_fallback = true;
   v.fallback_text = fallback;
   v.choices = choices;
-  v.default_doc = default_doc;
-  v.doc = doc;
   return v;
 }
 
 // kString: a path or a name, taken as it is.
 constexpr EnvVar EnvStringVar(std::string_view name, std::string_view alias,
                               std::string_view default_doc, std::string_view doc) {
-  EnvVar v;
-  v.name = name;
-  v.alias = alias;
-  v.type = EnvType::kString;
-  v.default_doc = default_doc;
-  v.doc = doc;
-  return v;
+  return internal::EnvVarOf(name, alias, EnvType::kString, default_doc, doc);
 }
 
 }  // namespace qr
