@@ -167,8 +167,10 @@ TEST(PackedCodecTest, MagicConstantFmaGivesTheCode) {
   }
 }
 
+// Also: d~ never falls as a grows (the largest word is a = 65504's).
 TEST(PackedCodecTest, ScaleWordIsTheCorrectlyRoundedQuotient) {
   for (Codec codec : kPackedCodecs) {
+    uint16_t previous = 0;
     for (uint16_t a = 1; a <= kMaxFinite; ++a) {
       const Exact ee = ExactFloat(EncodeMultiplier(codec, a));
       // 2^s / e = 1 / significand * 2^(s - exponent).
@@ -176,6 +178,8 @@ TEST(PackedCodecTest, ScaleWordIsTheCorrectlyRoundedQuotient) {
       ASSERT_EQ(ScaleWord(codec, EncodeMultiplier(codec, a)), want)
           << CodecName(codec) << " a=" << a;
       ASSERT_GT(want, 0) << "the scale word stays non-zero";
+      ASSERT_GE(want, previous) << CodecName(codec) << " a=" << a;
+      previous = want;
     }
   }
 }

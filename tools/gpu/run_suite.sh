@@ -2,8 +2,9 @@
 # Runs the staged GPU suite ON THE GPU MACHINE (from the repository root, with
 # .device/ carried there by tools/gpu/stage.sh). Writes logs and CSVs to $OUT
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
-#   QR_SUITE picks parts; default "local backend sanitizer bench" on 2+ GPUs,
-#   "local backend demo sanitizer" on one GPU (bench needs 2 GPUs and NCCL).
+#   QR_SUITE picks parts; default "codec local backend sanitizer bench" on 2+
+#   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
+#   and NCCL).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh).
 # With exactly one GPU the multi-process parts (backend, demo) run their ranks
 # on it under NVIDIA MPS, which this script starts and stops, with
@@ -18,12 +19,12 @@ export PATH="$PWD/.device/bin:$PATH"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c .)
 if [[ $gpus -eq 1 ]]; then
-  suite="${QR_SUITE:-local backend demo sanitizer}"
+  suite="${QR_SUITE:-codec local backend demo sanitizer}"
   # One device call is about 10 minutes: parts are cut short (and later ones
   # skipped) so that the summary is always printed.
   budget="${QR_SUITE_BUDGET:-540}"
 else
-  suite="${QR_SUITE:-local backend sanitizer bench}"
+  suite="${QR_SUITE:-codec local backend sanitizer bench}"
   budget="${QR_SUITE_BUDGET:-}"
 fi
 summary=()
@@ -118,6 +119,9 @@ echo "=== $gpus GPU(s); parts: $suite${budget:+; budget $budget s}"
 
 for p in $suite; do
   case "$p" in
+    codec)
+      # The packed-fp16 codecs' fp16x2 arithmetic against the host definition.
+      part codec 120 .device/bin/packed_codec_gpu_test --gtest_brief=1 ;;
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
       part local "$(lim 420 240)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;

@@ -16,6 +16,7 @@ make_tree() {  # make_tree <dir> <gpus>
   local d="$1" gpus="$2"
   mkdir -p "$d/tools/gpu" "$d/.device/bin" "$d/.device/lib" "$d/fake"
   cp "$suite_src" "$d/tools/gpu/run_suite.sh"
+  cp "$(dirname "$suite_src")/mps.sh" "$d/tools/gpu/mps.sh"
   local calls="$d/calls.txt"
   : >"$calls"
   cat >"$d/fake/nvidia-smi" <<EOF
@@ -46,7 +47,7 @@ while [[ "\$1" == --* ]]; do shift 2; done
 exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
-  for b in two_shot_local_test gpu_backend_test qr-demo qr-bench; do
+  for b in packed_codec_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"

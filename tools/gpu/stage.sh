@@ -10,6 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 targets=(
   //tests/gpu:two_shot_local_test
+  //tests/gpu:packed_codec_gpu_test
   //tests/gpu:gpu_backend_test
   //ipc/broker:qr-broker
   //tools:qr-bench
