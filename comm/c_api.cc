@@ -12,6 +12,18 @@
 #include "comm/quickreduce.h"
 #include "common/status.h"
 
+// qr_status crosses the boundary as StatusCode's value (common/status.h):
+// the two enums must stay equal.
+static_assert(static_cast<int>(qr::StatusCode::kOk) == QR_OK);
+static_assert(static_cast<int>(qr::StatusCode::kInvalidArgument) == QR_INVALID_ARGUMENT);
+static_assert(static_cast<int>(qr::StatusCode::kUnavailable) == QR_UNAVAILABLE);
+static_assert(static_cast<int>(qr::StatusCode::kTimeout) == QR_TIMEOUT);
+static_assert(static_cast<int>(qr::StatusCode::kPeerFailed) == QR_PEER_FAILED);
+static_assert(static_cast<int>(qr::StatusCode::kUnsupported) == QR_UNSUPPORTED);
+static_assert(static_cast<int>(qr::StatusCode::kAlreadyExists) == QR_ALREADY_EXISTS);
+static_assert(static_cast<int>(qr::StatusCode::kInternal) == QR_INTERNAL);
+static_assert(qr::kMaxStatusCode == QR_INTERNAL, "a StatusCode without a qr_status");
+
 struct qr_comm {
   std::unique_ptr<qr::Communicator> impl;
 };

@@ -14,8 +14,8 @@
 #include "comm/config.h"
 #include "comm/gpu_backend.h"
 #include "comm/host_backend.h"
+#include "comm/membership_control.h"
 #include "comm/policy.h"
-#include "common/env.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -25,35 +25,63 @@
 
 namespace qr {
 
+// The one owner of failure. Whatever fails first, a backend call, the
+// backend's own failure word (a GPU kernel that gave up after its launch),
+// the group (a peer died or aborted) or Abort(), is kept in `sticky` and
+// every later call returns it: a collective that failed on one rank may have
+// left its peers mid-call, so nothing after it can be trusted. Backends and
+// the group report and never decide this.
 struct Communicator::Impl {
   JoinOptions options;
   Config config;
   // Declared before backend_: the backend (which polls the group's abort
   // word) must be destroyed first.
   std::unique_ptr<ipc::GroupMembership> group;
+  std::unique_ptr<MembershipControl> control;
   std::unique_ptr<Backend> backend;
-  Status sticky;  // first data-path failure
+  Status sticky;  // the first failure
   bool left = false;
 
-  // Every group failure raises the abort word before the broker tells anyone,
-  // so the per-call check reads that word and leaves the broker connection
-  // (a poll() per call) to Check() and to the moment the word is up.
-  Status Health(bool poll_broker) {
+  // Keeps the first failure. A timeout that has not stopped the group yet (a
+  // GPU kernel's wait ran out; the host backend raises the abort itself)
+  // raises its abort, so the peers stop now rather than at their own timeout.
+  const Status& Fail(const Status& s) {
     if (!sticky.ok()) return sticky;
-    Status s = backend->Check();
-    if (s.ok() && (poll_broker || __atomic_load_n(group->abort_word(), __ATOMIC_ACQUIRE) != 0)) {
-      s = group->Check();
+    sticky = s;
+    if (s.code() == StatusCode::kTimeout && !Aborted()) {
+      group->RaiseAbort(s.message()).IgnoreError();
     }
-    if (!s.ok()) sticky = s;
+    return sticky;
+  }
+
+  bool Aborted() const { return __atomic_load_n(group->abort_word(), __ATOMIC_ACQUIRE) != 0; }
+
+  // The health, read once: the kept failure, else the backend's own, else
+  // the abort word. Never blocks, changes nothing. kOk with *aborted set
+  // means the group failed and Check() on it says why.
+  Status Observe(bool* aborted) const {
+    *aborted = false;
+    if (!sticky.ok()) return sticky;
+    Status s = backend->Failure();
+    if (s.ok()) *aborted = Aborted();
     return s;
   }
 
-  // Never blocks: the sticky error, the backend's own failure word (a GPU
-  // kernel that gave up since the last call) and the abort word say whether
-  // the group is healthy.
+  // Health for a call (once per call) and for Check(). Every group failure
+  // raises the abort word before the broker tells anyone, so a call reads
+  // that word and leaves the broker connection (a poll() per call) to
+  // Check() and to the moment the word is up.
+  Status Health(bool poll_broker) {
+    bool aborted = false;
+    Status s = Observe(&aborted);
+    if (s.ok() && (poll_broker || aborted)) s = group->Check();
+    return s.ok() ? s : Fail(s);
+  }
+
+  // qr_should_all_reduce's half of the same reading.
   bool Healthy() const {
-    return !left && sticky.ok() && backend->Healthy() &&
-           __atomic_load_n(group->abort_word(), __ATOMIC_ACQUIRE) == 0;
+    bool aborted = false;
+    return !left && Observe(&aborted).ok() && !aborted;
   }
 
   Status Run(const void* in, void* out, size_t count, DType dtype, Regime regime, bool cast,
@@ -76,12 +104,6 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
   }
   return CreateGpuBackend(o.device, o.rank, o.world_size, config.op_timeout_ms,
                           join_timeout.count());
-}
-
-StatusOr<std::chrono::milliseconds> JoinTimeout(int timeout_ms) {
-  if (timeout_ms > 0) return std::chrono::milliseconds(timeout_ms);
-  QR_ASSIGN_OR_RETURN(int64_t ms, EnvInt({"QR_JOIN_TIMEOUT_MS"}, 60000, 1, kMaxTimeoutMs));
-  return std::chrono::milliseconds(ms);
 }
 
 std::string Address(const void* p) {
@@ -147,8 +169,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   // The defaults follow the backend the group actually runs.
   const Platform platform = options.device == kDeviceHost ? Platform::kHost : GpuPlatform();
   QR_ASSIGN_OR_RETURN(impl->config, LoadConfigFromEnv(platform));
-  QR_ASSIGN_OR_RETURN(const std::chrono::milliseconds join_timeout,
-                      JoinTimeout(options.timeout_ms));
+  QR_ASSIGN_OR_RETURN(const int64_t join_timeout_ms, JoinTimeoutMs(options.timeout_ms));
+  const std::chrono::milliseconds join_timeout(join_timeout_ms);
   QR_ASSIGN_OR_RETURN(impl->backend, CreateBackend(options, impl->config, join_timeout));
 
   ipc::JoinParams p;
@@ -164,8 +186,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
   QR_ASSIGN_OR_RETURN(p.autostart, ipc::AutostartFromEnv());
   QR_ASSIGN_OR_RETURN(impl->group, ipc::GroupMembership::Join(p));
 
+  impl->control = std::make_unique<MembershipControl>(*impl->group);
   const std::string where = "group " + options.group + " rank " + std::to_string(options.rank);
-  Status s = impl->backend->Allocate(*impl->group);
+  Status s = impl->backend->Allocate(*impl->control);
   if (!s.ok()) {
     // The peers would wait out their join timeout for a rank that "never
     // joined": fail the group now, saying why.
@@ -176,7 +199,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     s = impl->group->PublishAndWaitReady(impl->backend->blob_kind(), impl->backend->blob());
   if (s.ok()) s = CheckOneShotCeilings(impl->group->Members(), p.agreed, options.rank);
   if (s.ok()) {
-    s = impl->backend->Connect(impl->group->Members(), *impl->group);
+    s = impl->backend->Connect(PeerBuffersOf(impl->group->Members()), *impl->control);
     if (!s.ok()) {
       // The peers are READY and about to wait on our flags: stop them now.
       impl->group->RaiseAbort(where + " could not map its peers: " + s.message()).IgnoreError();
@@ -279,10 +302,7 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   // algorithm, same bits.
   call.algorithm = ChooseAlgorithm(config, bytes, options.world_size);
   Status s = backend->AllReduce(call);
-  if (!s.ok()) {
-    if (sticky.ok()) sticky = s;
-    return s;
-  }
+  if (!s.ok()) return Fail(s);
   // Two-shot calls count under their codec; one-shot calls, which move exact
   // values whatever codec they name, under one-shot.
   group->CountOp(call.algorithm == Algorithm::kOneShot ? ipc::kOneShotCounter
@@ -299,10 +319,9 @@ Status Communicator::Check() {
 Status Communicator::Abort(std::string_view reason) {
   if (impl_->left) return InvalidArgumentError("abort: the communicator has left its group");
   QR_RETURN_IF_ERROR(impl_->group->RaiseAbort(reason));
-  if (impl_->sticky.ok()) {
-    impl_->sticky = PeerFailedError("rank " + std::to_string(impl_->options.rank) +
-                                    " aborted the group: " + std::string(reason));
-  }
+  impl_->Fail(PeerFailedError("rank " + std::to_string(impl_->options.rank) +
+                              " aborted the group: " + std::string(reason)))
+      .IgnoreError();
   return OkStatus();
 }
 
@@ -310,6 +329,7 @@ Status Communicator::Leave() {
   if (impl_->left) return OkStatus();
   impl_->left = true;
   impl_->backend.reset();  // unmaps peers, unlinks our own buffers
+  impl_->control.reset();
   Status s = impl_->group->Leave();
   impl_->group.reset();
   return s;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/env_vars.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
@@ -15,20 +16,6 @@
 
 namespace qr {
 namespace {
-
-const EnvNames kQuantization = {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"};
-const EnvNames kCast = {"QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"};
-const EnvNames kMaxSize = {"QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"};
-const EnvNames kMinSize = {"QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB"};
-const EnvNames kQuantMinSize = {"QR_QUANTIZATION_MIN_SIZE_KB",
-                                "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB"};
-
-const EnvNames kMinSizeTable = {"QR_MIN_SIZE_TABLE"};
-// Ours only: vLLM has no one-shot path, so no alias.
-const EnvNames kOneShotMax = {"QR_ONE_SHOT_MAX_KB"};
-
-// Byte sizes must fit int64 after scaling.
-constexpr int64_t kMaxKb = (int64_t{1} << 62) / kKiB;
 
 Status TableError(std::string_view source, int line, const std::string& what) {
   return InvalidArgumentError("QR_MIN_SIZE_TABLE: " + std::string(source) + ":" +
@@ -118,19 +105,20 @@ Codec CodecForRegime(Regime regime) {
 StatusOr<Config> LoadConfigFromEnv(Platform platform) {
   Config config;
   config.platform = platform;
-  const std::vector<std::string> choices = {"FP", "INT8", "INT6", "INT4", "INT3", "NONE"};
-  QR_ASSIGN_OR_RETURN(std::string regime, EnvChoice(kQuantization, "FP", choices));
+  // The declared choices are the regimes' names in qr_regime order.
+  const std::vector<std::string> choices = kEnvQuantization.ChoiceList();
+  QR_ASSIGN_OR_RETURN(std::string regime, kEnvQuantization.Choice());
   for (int i = 0; i < static_cast<int>(choices.size()); ++i) {
     if (regime == choices[i]) config.regime = static_cast<Regime>(i);
   }
-  QR_ASSIGN_OR_RETURN(config.cast_bf16_to_fp16, EnvBool(kCast, DefaultCastBf16ToFp16(platform)));
-  QR_ASSIGN_OR_RETURN(int64_t max_mb, EnvInt(kMaxSize, kDefaultMaxSizeBytes / kMiB, 1,
-                                             kMaxMaxSizeMb));
+  QR_ASSIGN_OR_RETURN(config.cast_bf16_to_fp16,
+                      kEnvCastBf16ToFp16.Bool(DefaultCastBf16ToFp16(platform)));
+  QR_ASSIGN_OR_RETURN(int64_t max_mb, kEnvMaxSizeMb.Int());
   config.max_size_bytes = max_mb * kMiB;
-  QR_ASSIGN_OR_RETURN(std::optional<int64_t> min_mb, EnvOptionalInt(kMinSize, 0, kMaxMaxSizeMb));
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> min_mb, kEnvMinSizeMb.OptionalInt());
   if (min_mb.has_value()) {
     if (*min_mb > max_mb) {
-      const auto which = LookupEnv(kMinSize);
+      const auto which = kEnvMinSizeMb.Lookup();
       return InvalidArgumentError(which->name + "=" + std::to_string(*min_mb) +
                                   " exceeds the maximum size of " + std::to_string(max_mb) +
                                   " MiB (allowed: an integer in [0, " + std::to_string(max_mb) +
@@ -138,14 +126,13 @@ StatusOr<Config> LoadConfigFromEnv(Platform platform) {
     }
     config.min_size_bytes_override = *min_mb * kMiB;
   }
-  QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, EnvOptionalInt(kQuantMinSize, 0, kMaxKb));
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> quant_kb, kEnvQuantizationMinSizeKb.OptionalInt());
   if (quant_kb.has_value()) config.quantization_min_size_bytes = *quant_kb * kKiB;
-  QR_ASSIGN_OR_RETURN(std::optional<int64_t> one_shot_kb, EnvOptionalInt(kOneShotMax, 0, kMaxKb));
+  QR_ASSIGN_OR_RETURN(std::optional<int64_t> one_shot_kb, kEnvOneShotMaxKb.OptionalInt());
   if (one_shot_kb.has_value()) config.one_shot_max_bytes = *one_shot_kb * kKiB;
-  QR_ASSIGN_OR_RETURN(config.op_timeout_ms, EnvInt({"QR_OP_TIMEOUT_MS"}, kDefaultOpTimeoutMs, 1,
-                                                   kMaxTimeoutMs));
-  QR_ASSIGN_OR_RETURN(config.allow_shared_device, EnvBool({"QR_ALLOW_SHARED_DEVICE"}, false));
-  if (auto table_path = LookupEnv(kMinSizeTable)) {
+  QR_ASSIGN_OR_RETURN(config.op_timeout_ms, kEnvOpTimeoutMs.Int());
+  QR_ASSIGN_OR_RETURN(config.allow_shared_device, kEnvAllowSharedDevice.Bool());
+  if (auto table_path = kEnvMinSizeTable.Lookup()) {
     StatusOr<std::string> text = ReadFile(table_path->value);
     if (!text.ok()) {
       return InvalidArgumentError("QR_MIN_SIZE_TABLE=" + table_path->value + " cannot be read (" +
@@ -154,6 +141,11 @@ StatusOr<Config> LoadConfigFromEnv(Platform platform) {
     QR_ASSIGN_OR_RETURN(config.min_size_table, ParseMinSizeTable(*text, table_path->value));
   }
   return config;
+}
+
+StatusOr<int64_t> JoinTimeoutMs(int timeout_ms) {
+  if (timeout_ms > 0) return timeout_ms;
+  return kEnvJoinTimeoutMs.Int();
 }
 
 }  // namespace qr

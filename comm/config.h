@@ -16,6 +16,7 @@
 #include <optional>
 #include <string_view>
 
+#include "common/env_vars.h"
 #include "common/status.h"
 #include "kernels/platform/platform.h"
 #include "kernels/types.h"
@@ -36,10 +37,12 @@ Codec CodecForRegime(Regime regime);
 
 inline constexpr int64_t kMiB = int64_t{1} << 20;
 inline constexpr int64_t kKiB = int64_t{1} << 10;
-inline constexpr int64_t kDefaultMaxSizeBytes = 2048 * kMiB;
-inline constexpr int64_t kDefaultOpTimeoutMs = 30000;
+// The declared defaults and ranges (common/env_vars.h), in the units Config uses.
+inline constexpr int64_t kDefaultMaxSizeBytes = kEnvMaxSizeMb.fallback * kMiB;
+inline constexpr int64_t kDefaultOpTimeoutMs = kEnvOpTimeoutMs.fallback;
+inline constexpr int64_t kMaxOpTimeoutMs = kEnvOpTimeoutMs.max;
 // QR_MAX_SIZE_BYTES_MB accepts 1 .. this many MiB (1 TiB).
-inline constexpr int64_t kMaxMaxSizeMb = int64_t{1} << 20;
+inline constexpr int64_t kMaxMaxSizeMb = kEnvMaxSizeMb.max;
 
 // A min-size table in MiB, indexed [dtype][world size 2/4/8 -> 0/1/2][regime
 // FP..INT3]; -1 where a table file has no row (the built-in row applies).
@@ -97,6 +100,13 @@ struct Config {
 // max size, or a QR_MIN_SIZE_TABLE file that cannot be read or parsed. Thread-safe (reads the
 // environment and that file only).
 [[nodiscard]] StatusOr<Config> LoadConfigFromEnv(Platform platform);
+
+// The join timeout in ms: `timeout_ms` when positive (qr_join_options), else
+// QR_JOIN_TIMEOUT_MS, else 60000. kInvalidArgument naming the variable for a
+// value that is not an integer in [1, 24 h]. Not part of Config: the join
+// options, not the environment, usually set it, and a bad variable is an
+// error only where it is used.
+[[nodiscard]] StatusOr<int64_t> JoinTimeoutMs(int timeout_ms);
 
 }  // namespace qr
 

@@ -2,13 +2,14 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "comm/bounded_wait.h"
 #include "common/logging.h"
-
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -21,6 +22,9 @@ namespace qr {
 namespace {
 
 constexpr size_t kAbortPageBytes = 4096;
+// The join barrier's words, past the kernels' layout in every receive
+// buffer: word r is set by rank r once it has opened this buffer.
+constexpr size_t kBarrierBytes = kMaxWorldSize * sizeof(uint32_t);
 
 class GpuBackend final : public Backend {
  public:
@@ -53,8 +57,8 @@ class GpuBackend final : public Backend {
     QR_ASSIGN_OR_RETURN(max_blocks_, kernels::DefaultMaxBlocks(device_));
     QR_ASSIGN_OR_RETURN(ticks_per_ms_, gpu::WallClockTicksPerMs(device_));
     layout_ = kernels::MakeTwoShotLayout(max_blocks_);
-    QR_ASSIGN_OR_RETURN(buffer_, gpu::MallocShared(layout_.total));
-    QR_RETURN_IF_ERROR(gpu::Memset(buffer_, 0, layout_.total));
+    QR_ASSIGN_OR_RETURN(buffer_, gpu::MallocShared(layout_.total + kBarrierBytes));
+    QR_RETURN_IF_ERROR(gpu::Memset(buffer_, 0, layout_.total + kBarrierBytes));
     const size_t state_bytes = kernels::TwoShotStateWords(max_blocks_) * 4;
     QR_ASSIGN_OR_RETURN(state_, gpu::Malloc(state_bytes));
     QR_RETURN_IF_ERROR(gpu::Memset(state_, 0, state_bytes));
@@ -77,7 +81,7 @@ class GpuBackend final : public Backend {
     return b;
   }
 
-  Status Connect(const std::vector<ipc::MemberInfo>& members, ipc::GroupMembership& group) override {
+  Status Connect(const std::vector<PeerBuffer>& members, GroupControl& group) override {
     QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
     if (static_cast<int>(members.size()) != ws_) {
       return InternalError("expected " + std::to_string(ws_) + " members, got " +
@@ -90,7 +94,7 @@ class GpuBackend final : public Backend {
       visible.push_back(id);
     }
     std::vector<std::string> devices;
-    for (const ipc::MemberInfo& m : members) {
+    for (const PeerBuffer& m : members) {
       devices.push_back(m.device_id);
       if (m.rank == rank_) continue;
       const std::string who = "rank " + std::to_string(m.rank);
@@ -113,7 +117,7 @@ class GpuBackend final : public Backend {
       gpu::IpcHandle h;
       std::memcpy(h.data(), m.blob.data(), h.size());
       auto p = gpu::IpcOpenHandle(h);
-      if (!p.ok()) return p.status().WithContext(who + ": ");
+      if (!p.ok()) return p.status().WithContext(who);
       peers_[m.rank] = *p;
     }
     // Every rank sees the same slots, so all compute the same cap; the layout
@@ -133,7 +137,6 @@ class GpuBackend final : public Backend {
   }
 
   Status AllReduce(const AllReduceCall& call) override {
-    QR_RETURN_IF_ERROR(Check());
     if (group_ == nullptr) return InternalError("AllReduce before Connect");
     kernels::TwoShotArgs a;
     a.in = call.in;
@@ -148,8 +151,7 @@ class GpuBackend final : public Backend {
     a.colours = static_cast<uint32_t*>(state_);
     a.abort_word = abort_dev_;
     a.error_word = static_cast<uint32_t*>(error_dev_);
-    a.timeout_ticks = static_cast<uint64_t>(in_join_barrier_ ? join_timeout_ms_ : timeout_ms_) *
-                      static_cast<uint64_t>(ticks_per_ms_);
+    a.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
     a.stream = call.stream;
     a.one_shot = call.algorithm == Algorithm::kOneShot;
     // The stream belongs to our device; launch there and restore the
@@ -161,27 +163,18 @@ class GpuBackend final : public Backend {
     return s;
   }
 
-  Status Check() override {
-    if (!sticky_.ok()) return sticky_;
+  // The kernel's error word, as the communicator reads it once per call (it
+  // keeps the first failure and raises the group's abort on a timeout).
+  Status Failure() const override {
     const uint32_t e = KernelError();
     if (e == kernels::kGpuErrorNone) return OkStatus();
     if (e == kernels::kGpuErrorTimeout) {
-      sticky_ = TimeoutError(
-          "rank " + std::to_string(rank_) + ": a GPU wait ran past " +
-          (in_join_barrier_ ? std::to_string(join_timeout_ms_) + " ms (the join timeout)"
-                            : std::to_string(timeout_ms_) + " ms (QR_OP_TIMEOUT_MS)"));
-      if (group_ != nullptr) {
-        group_->RaiseAbort("rank " + std::to_string(rank_) + " timed out in a GPU wait")
-            .IgnoreError();
-      }
-    } else {
-      sticky_ = PeerFailedError("rank " + std::to_string(rank_) +
-                                ": the group was aborted (a peer failed); the GPU kernel gave up");
+      return TimeoutError("rank " + std::to_string(rank_) + " timed out in a GPU wait (past " +
+                          std::to_string(timeout_ms_) + " ms, QR_OP_TIMEOUT_MS)");
     }
-    return sticky_;
+    return PeerFailedError("rank " + std::to_string(rank_) +
+                           ": the group was aborted (a peer failed); the GPU kernel gave up");
   }
-
-  bool Healthy() const override { return sticky_.ok() && KernelError() == kernels::kGpuErrorNone; }
 
  private:
   // What a kernel of this rank wrote into the host-mapped error word.
@@ -191,37 +184,61 @@ class GpuBackend final : public Backend {
         std::memory_order_acquire);
   }
 
-  // A 16-byte FP all-reduce on a private stream. Once it completes, every
-  // peer has written into this rank's buffer, so every peer has opened its
-  // handle: without it a rank that leaves right after joining could free its
-  // buffer before a slower peer opened it. A dead peer raises the abort word;
-  // otherwise its waits give up after the join's timeout, not
-  // QR_OP_TIMEOUT_MS: peers reach the barrier as late as their mapping takes,
-  // which has nothing to do with how long one call may take.
+  // Every rank marks each peer's buffer once it has opened it (its word past
+  // the kernels' layout), then waits until every peer has marked its own.
+  // After that no peer still has to open this rank's handle, so a rank may
+  // leave (and free its buffer) right after joining. Host-driven copies on a
+  // private stream, no kernel: the kernels' colours and counters stay
+  // untouched, and the wait, which lasts as long as the slowest peer's
+  // mapping, is bounded by the join's timeout (not QR_OP_TIMEOUT_MS) and
+  // polls the group's abort word, so a dead peer ends it at once.
   Status JoinBarrier() {
-    in_join_barrier_ = true;
-    Status s = RunJoinBarrier();
-    in_join_barrier_ = false;
-    return s;
+    auto stream = gpu::StreamCreate();
+    if (!stream.ok()) return stream.status().WithContext("GPU join barrier");
+    Status s = RunJoinBarrier(*stream);
+    gpu::StreamDestroy(*stream);
+    return s.WithContext("GPU join barrier");
   }
 
-  Status RunJoinBarrier() {
-    QR_ASSIGN_OR_RETURN(void* scratch, gpu::Malloc(16));
-    auto stream = gpu::StreamCreate();
-    if (!stream.ok()) {
-      gpu::Free(scratch);
-      return stream.status();
+  Status RunJoinBarrier(gpu::Stream stream) {
+    const uint32_t marked = 1;
+    for (int r = 0; r < ws_; ++r) {
+      if (r == rank_) continue;
+      uint8_t* word = static_cast<uint8_t*>(peers_[r]) + layout_.total + rank_ * sizeof(uint32_t);
+      QR_RETURN_IF_ERROR(gpu::MemcpyAsync(word, &marked, sizeof(marked), stream));
     }
-    Status s = gpu::MemsetAsync(scratch, 0, 16, *stream);
-    if (s.ok()) {
-      s = AllReduce(AllReduceCall{scratch, scratch, 8, DType::kFloat16, Codec::kFp,
-                                  /*cast_bf16_to_fp16=*/false, *stream});
+    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream));
+    const uint8_t* mine = static_cast<const uint8_t*>(buffer_) + layout_.total;
+    std::array<uint32_t, kernels::kGpuMaxRanks> marks{};
+    Status copy;
+    int missing = -1;
+    auto ready = [&] {
+      copy = gpu::MemcpyAsync(marks.data(), mine, ws_ * sizeof(uint32_t), stream);
+      if (copy.ok()) copy = gpu::StreamSynchronize(stream);
+      if (!copy.ok()) return true;
+      for (int r = 0; r < ws_; ++r) {
+        if (r != rank_ && marks[r] == 0) {
+          missing = r;
+          return false;
+        }
+      }
+      return true;
+    };
+    const volatile uint32_t* abort_word = group_->abort_word();
+    auto aborted = [&] { return __atomic_load_n(abort_word, __ATOMIC_ACQUIRE) != 0; };
+    const auto deadline = WaitClock::now() + std::chrono::milliseconds(join_timeout_ms_);
+    Status s = BoundedWait(ready, aborted, deadline, "peers to map this rank's buffer");
+    QR_RETURN_IF_ERROR(copy);
+    if (s.code() == StatusCode::kTimeout) {
+      return TimeoutError("rank " + std::to_string(rank_) + " " + s.message() + " from rank " +
+                          std::to_string(missing) + " after " + std::to_string(join_timeout_ms_) +
+                          " ms (join timeout)");
     }
-    if (s.ok()) s = gpu::StreamSynchronize(*stream);
-    gpu::StreamDestroy(*stream);
-    gpu::Free(scratch);
-    if (s.ok()) s = Check();
-    return s.WithContext("GPU join barrier");
+    if (s.code() == StatusCode::kPeerFailed) {
+      Status g = group_->Check();
+      return g.ok() ? s : g;
+    }
+    return s;
   }
 
   const int device_;
@@ -234,7 +251,6 @@ class GpuBackend final : public Backend {
   int64_t ticks_per_ms_ = 0;
   const int64_t timeout_ms_;
   const int64_t join_timeout_ms_;
-  bool in_join_barrier_ = false;
   kernels::TwoShotLayout layout_;
   void* buffer_ = nullptr;
   void* state_ = nullptr;
@@ -244,8 +260,7 @@ class GpuBackend final : public Backend {
   std::vector<void*> peers_;
   void* abort_registered_ = nullptr;
   const uint32_t* abort_dev_ = nullptr;
-  ipc::GroupMembership* group_ = nullptr;
-  Status sticky_;
+  GroupControl* group_ = nullptr;
 };
 
 }  // namespace

@@ -120,7 +120,7 @@ class HostBackend final : public Backend {
     return b;
   }
 
-  Status Allocate(const ipc::GroupMembership& group) override {
+  Status Allocate(const GroupControl& group) override {
     suffix_ = "host" + std::to_string(rank_);
     segment_prefix_ = group.segment_name() + "-";
     QR_ASSIGN_OR_RETURN(own_, ShmMapping::Create(segment_prefix_ + suffix_, SegmentBytes()));
@@ -133,8 +133,7 @@ class HostBackend final : public Backend {
     return OkStatus();
   }
 
-  Status Connect(const std::vector<ipc::MemberInfo>& members,
-                 ipc::GroupMembership& group) override {
+  Status Connect(const std::vector<PeerBuffer>& members, GroupControl& group) override {
     if (!own_.valid()) return InternalError("host backend: Connect before Allocate");
     if (members.size() != static_cast<size_t>(world_size_)) {
       return InternalError("host backend: " + std::to_string(members.size()) +
@@ -142,7 +141,7 @@ class HostBackend final : public Backend {
     }
     group_ = &group;
     peers_.assign(static_cast<size_t>(world_size_), View{});
-    for (const ipc::MemberInfo& m : members) {
+    for (const PeerBuffer& m : members) {
       if (m.rank < 0 || m.rank >= world_size_) return InternalError("member rank out of range");
       if (m.rank == rank_) {
         peers_[m.rank].base = static_cast<uint8_t*>(own_.data());
@@ -186,7 +185,6 @@ class HostBackend final : public Backend {
   }
 
   Status AllReduce(const AllReduceCall& call) override {
-    if (!sticky_.ok()) return sticky_;
     if (group_ == nullptr) return InternalError("host backend: AllReduce before Connect");
     k::TwoShotParams p;
     p.world_size = world_size_;
@@ -196,20 +194,16 @@ class HostBackend final : public Backend {
     p.num_elems = static_cast<int64_t>(call.count);
     const auto* in = static_cast<const uint16_t*>(call.in);
     auto* out = static_cast<uint16_t*>(call.out);
-    Status s;
     if (call.algorithm == Algorithm::kOneShot) {
       QR_RETURN_IF_ERROR(k::ValidateOneShotParams(p));
-      s = RunOneShot(p, in, out);
-    } else {
-      QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
-      s = Run(p, in, out);
+      return RunOneShot(p, in, out);
     }
-    if (!s.ok() && s.code() != StatusCode::kInvalidArgument) sticky_ = s;
-    return s;
+    QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
+    return Run(p, in, out);
   }
 
-  Status Check() override { return sticky_; }
-  bool Healthy() const override { return sticky_.ok(); }
+  // Every failure is returned by the call that met it.
+  Status Failure() const override { return OkStatus(); }
 
  private:
   Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
@@ -384,11 +378,10 @@ class HostBackend final : public Backend {
   ShmMapping own_;
   std::vector<ShmMapping> mapped_;
   std::vector<View> peers_;  // by rank; peers_[rank_] is own_
-  ipc::GroupMembership* group_ = nullptr;
+  GroupControl* group_ = nullptr;
   uint64_t round_ = 0;           // two-shot rounds so far (the colour of sets 0, 1)
   uint64_t one_shot_calls_ = 0;  // one-shot calls so far (the colour of its sets)
   std::vector<uint16_t> reduced_;
-  Status sticky_;
 };
 
 }  // namespace

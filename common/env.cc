@@ -1,15 +1,19 @@
 #include "common/env.h"
 
+#include <strings.h>
+
 #include <cerrno>
 #include <cstdlib>
-#include <strings.h>
+
+#include "common/status_macros.h"
 
 namespace qr {
 namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -48,11 +52,10 @@ StatusOr<bool> ParseBool(std::string_view name, std::string_view text) {
                               "' is not a boolean; use 1/0/true/false/yes/no/on/off");
 }
 
-StatusOr<int64_t> ParseInt(std::string_view name, std::string_view text, int64_t min,
-                           int64_t max) {
+StatusOr<int64_t> ParseInt(std::string_view name, std::string_view text, int64_t min, int64_t max) {
   std::string t(Trim(text));
-  const std::string range = " (allowed: an integer in [" + std::to_string(min) + ", " +
-                            std::to_string(max) + "])";
+  const std::string range =
+      " (allowed: an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "])";
   if (t.empty()) return InvalidArgumentError(std::string(name) + " is empty" + range);
   errno = 0;
   char* end = nullptr;
@@ -83,15 +86,13 @@ StatusOr<bool> EnvBool(const EnvNames& names, bool fallback) {
   return ParseBool(v->name, v->value);
 }
 
-StatusOr<int64_t> EnvInt(const EnvNames& names, int64_t fallback, int64_t min,
-                         int64_t max) {
+StatusOr<int64_t> EnvInt(const EnvNames& names, int64_t fallback, int64_t min, int64_t max) {
   auto v = LookupEnv(names);
   if (!v) return fallback;
   return ParseInt(v->name, v->value, min, max);
 }
 
-StatusOr<std::optional<int64_t>> EnvOptionalInt(const EnvNames& names, int64_t min,
-                                                int64_t max) {
+StatusOr<std::optional<int64_t>> EnvOptionalInt(const EnvNames& names, int64_t min, int64_t max) {
   auto v = LookupEnv(names);
   if (!v) return std::optional<int64_t>();
   auto parsed = ParseInt(v->name, v->value, min, max);
@@ -110,5 +111,53 @@ std::string EnvString(const EnvNames& names, std::string fallback) {
   auto v = LookupEnv(names);
   return v ? v->value : std::move(fallback);
 }
+
+EnvNames EnvVar::names() const {
+  if (alias.empty()) return {name};
+  return {name, alias};
+}
+
+std::optional<EnvValue> EnvVar::Lookup() const { return LookupEnv(names()); }
+
+std::vector<std::string> EnvVar::ChoiceList() const {
+  std::vector<std::string> out;
+  std::string_view rest = choices;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    out.emplace_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+StatusOr<bool> EnvVar::Bool() const {
+  QR_CHECK(type == EnvType::kBool && has_fallback) << name << " has no declared boolean default";
+  return Bool(fallback != 0);
+}
+
+StatusOr<bool> EnvVar::Bool(bool fallback_value) const {
+  QR_CHECK(type == EnvType::kBool) << name << " is not declared boolean";
+  return EnvBool(names(), fallback_value);
+}
+
+StatusOr<int64_t> EnvVar::Int() const {
+  QR_CHECK(type == EnvType::kInt && has_fallback) << name << " has no declared integer default";
+  return EnvInt(names(), fallback, min, max);
+}
+
+StatusOr<std::optional<int64_t>> EnvVar::OptionalInt() const {
+  QR_CHECK(type == EnvType::kInt) << name << " is not declared integer";
+  return EnvOptionalInt(names(), min, max);
+}
+
+StatusOr<std::string> EnvVar::Choice() const { return Choice(fallback_text); }
+
+StatusOr<std::string> EnvVar::Choice(std::string_view fallback_value) const {
+  QR_CHECK(type == EnvType::kChoice) << name << " is not declared a choice";
+  return EnvChoice(names(), std::string(fallback_value), ChoiceList());
+}
+
+std::string EnvVar::String() const { return EnvString(names(), ""); }
 
 }  // namespace qr

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 
 namespace qr {
 namespace {
 
+// spdlog's level names, in level_enum order.
 const std::vector<std::string>& LevelNames() {
-  static const std::vector<std::string> names = {"trace", "debug",    "info", "warn",
-                                                 "error", "critical", "off"};
+  static const std::vector<std::string> names = kEnvLogLevel.ChoiceList();
   return names;
 }
 
@@ -45,7 +45,7 @@ const std::shared_ptr<spdlog::logger>& Shared() {
 spdlog::logger& Log() { return *Shared(); }
 
 StatusOr<spdlog::level::level_enum> LogLevelFromEnv(spdlog::level::level_enum fallback) {
-  StatusOr<std::string> name = EnvChoice({"QR_LOG_LEVEL"}, LevelNames()[fallback], LevelNames());
+  StatusOr<std::string> name = kEnvLogLevel.Choice(LevelNames()[fallback]);
   if (!name.ok()) return name.status();
   return spdlog::level::from_str(*name);
 }

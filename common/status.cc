@@ -33,6 +33,12 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
+  // A context that already ends in the separator gets no second one
+  // ("joining g: : why").
+  while (!context.empty() && (context.back() == ' ' || context.back() == ':')) {
+    context.remove_suffix(1);
+  }
+  if (context.empty()) return *this;
   return Status(code_, std::string(context) + ": " + message_);
 }
 

@@ -49,7 +49,8 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // "INVALID_ARGUMENT: message", or "OK".
   std::string ToString() const;
-  // Prepends context ("joining group g: ") to the message; OK stays OK.
+  // Prepends "context: " to the message ("joining group g" gives "joining
+  // group g: why"); a trailing ':' or ' ' in context is not doubled. OK stays OK.
   Status WithContext(std::string_view context) const;
   void IgnoreError() const {}
 

@@ -42,6 +42,14 @@ TEST(StatusTest, ErrorCarriesCodeAndMessage) {
   EXPECT_TRUE(OkStatus().WithContext("x").ok());
 }
 
+TEST(StatusTest, WithContextNeverDoublesTheSeparator) {
+  const Status s = TimeoutError("rank 1 missing");
+  EXPECT_EQ(s.WithContext("join g: ").message(), "join g: rank 1 missing");
+  EXPECT_EQ(s.WithContext("join g:").message(), "join g: rank 1 missing");
+  EXPECT_EQ(s.WithContext("a").WithContext("b: ").message(), "b: a: rank 1 missing");
+  EXPECT_EQ(s.WithContext("").message(), "rank 1 missing");
+}
+
 TEST(StatusTest, CodeFromIntRejectsUnknownValues) {
   EXPECT_EQ(StatusCodeFromInt(4), StatusCode::kPeerFailed);
   EXPECT_EQ(StatusCodeFromInt(8), std::nullopt);

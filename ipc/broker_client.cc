@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "ipc/names.h"
@@ -31,7 +31,7 @@ int MsUntil(Deadline deadline) {
 }
 
 std::string BrokerBinary() {
-  std::string bin = EnvString({"QR_BROKER_BIN"}, "");
+  std::string bin = kEnvBrokerBin.String();
   if (!bin.empty()) return bin;
   const std::string path = SelfExecutablePath();
   if (!path.empty()) {

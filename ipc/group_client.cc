@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "common/env.h"
+#include "common/env_vars.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -29,7 +29,7 @@ std::string Unexpected(const Message& m, const char* when) {
 
 }  // namespace
 
-StatusOr<bool> AutostartFromEnv() { return EnvBool({"QR_BROKER_AUTOSTART"}, true); }
+StatusOr<bool> AutostartFromEnv() { return kEnvBrokerAutostart.Bool(); }
 
 GroupMembership::GroupMembership() = default;
 

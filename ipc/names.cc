@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "common/env_vars.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
@@ -161,7 +162,7 @@ std::string DefaultSocketPath() {
 
 StatusOr<std::string> ResolveSocketPath(std::string_view explicit_path) {
   std::string path(explicit_path);
-  if (path.empty()) path = EnvString({"QR_BROKER_SOCKET"}, "");
+  if (path.empty()) path = kEnvBrokerSocket.String();
   if (path.empty()) path = DefaultSocketPath();
   if (path.size() > kMaxSocketPathBytes) {
     return InvalidArgumentError("broker socket path is " + std::to_string(path.size()) +

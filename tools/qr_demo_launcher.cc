@@ -24,7 +24,7 @@ namespace {
 // Under `bazel run` the broker is in the runfiles, not beside this binary:
 // point autostart at it unless the user already chose one.
 void FindBrokerBinary(const std::string& self) {
-  if (std::getenv("QR_BROKER_BIN") != nullptr) return;
+  if (kEnvBrokerBin.Lookup().has_value()) return;
   std::vector<std::string> candidates;
   if (const char* rf = std::getenv("RUNFILES_DIR")) {
     candidates.push_back(fmt::format("{}/quickreduce/ipc/broker/qr-broker", rf));
@@ -34,7 +34,8 @@ void FindBrokerBinary(const std::string& self) {
   for (const std::string& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) {
       char resolved[PATH_MAX];
-      ::setenv("QR_BROKER_BIN", ::realpath(c.c_str(), resolved) ? resolved : c.c_str(), 1);
+      const char* bin = ::realpath(c.c_str(), resolved) ? resolved : c.c_str();
+      ::setenv(std::string(kEnvBrokerBin.name).c_str(), bin, 1);
       return;
     }
   }

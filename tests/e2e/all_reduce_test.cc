@@ -118,6 +118,14 @@ int CeilingMismatchWorker(const WorkerArgs& a) {
                  a.rank(), s.ToString().c_str());
     return 3;
   }
+  // The join's context is added once: "joining group g rank r: rank ...".
+  const std::string context = "joining group " + a.group() + " rank " + std::to_string(a.rank());
+  if (s.message().rfind(context + ": rank ", 0) != 0 ||
+      s.message().find(": :") != std::string::npos) {
+    std::fprintf(stderr, "rank %d: want one '%s: ' before the reason, got %s\n", a.rank(),
+                 context.c_str(), s.ToString().c_str());
+    return 4;
+  }
   if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
     std::fprintf(stderr, "rank %d: the refusal took until a timeout\n", a.rank());
     return 7;

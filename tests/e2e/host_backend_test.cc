@@ -3,7 +3,8 @@
 // (flag colours reused across calls and rounds; one-shot phases alternating
 // between two-shot calls) with results bit-identical to ReferenceAllReduce
 // and ReferenceOneShotAllReduce; a stalled peer gives kTimeout and raises the
-// group abort; ranks running different algorithms fail at once.
+// group abort; ranks running different algorithms fail at once. The backend
+// sees the group through MembershipControl, as in a communicator.
 #include "comm/host_backend.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/membership_control.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "kernels/one_shot_reference.h"
@@ -25,6 +27,7 @@ namespace {
 
 struct Member {
   std::unique_ptr<ipc::GroupMembership> group;
+  std::unique_ptr<MembershipControl> control;  // what the backend sees of group
   std::unique_ptr<Backend> backend;
 };
 
@@ -43,9 +46,10 @@ StatusOr<Member> JoinHost(const std::string& group, int rank, int ws, int64_t ti
   p.timeout = std::chrono::milliseconds(30000);
   p.autostart = false;
   QR_ASSIGN_OR_RETURN(m.group, ipc::GroupMembership::Join(p));
-  QR_RETURN_IF_ERROR(m.backend->Allocate(*m.group));
+  m.control = std::make_unique<MembershipControl>(*m.group);
+  QR_RETURN_IF_ERROR(m.backend->Allocate(*m.control));
   QR_RETURN_IF_ERROR(m.group->PublishAndWaitReady(m.backend->blob_kind(), m.backend->blob()));
-  QR_RETURN_IF_ERROR(m.backend->Connect(m.group->Members(), *m.group));
+  QR_RETURN_IF_ERROR(m.backend->Connect(PeerBuffersOf(m.group->Members()), *m.control));
   return m;
 }
 
@@ -161,7 +165,7 @@ int OneShotWorker(const WorkerArgs& a) {
   c.algorithm = Algorithm::kOneShot;
   Status s = m->backend->AllReduce(c);
   if (s.code() != StatusCode::kInvalidArgument) return Fail(rank, "want INVALID_ARGUMENT", s);
-  if (!m->backend->Check().ok()) return Fail(rank, "argument error became sticky", s);
+  if (!m->backend->Failure().ok()) return Fail(rank, "argument error became a failure", s);
   c.count = 8;
   s = m->backend->AllReduce(c);
   if (!s.ok()) return Fail(rank, "all_reduce after the argument error", s);
@@ -211,8 +215,12 @@ int TimeoutWorker(const WorkerArgs& a) {
     const auto waited = std::chrono::steady_clock::now() - t0;
     if (s.code() != StatusCode::kTimeout) return Fail(rank, "want TIMEOUT", s);
     if (waited > std::chrono::seconds(2)) return Fail(rank, "waited too long", s);
-    if (m->backend->Check().code() != StatusCode::kTimeout) return Fail(rank, "not sticky", s);
-    if (m->backend->AllReduce(c).code() != StatusCode::kTimeout) return 1;
+    // The backend reports and keeps nothing (the communicator keeps the
+    // failure); the group is aborted, so a later call stops at once.
+    if (!m->backend->Failure().ok()) return Fail(rank, "the backend kept the failure", s);
+    if (m->group->Check().code() != StatusCode::kPeerFailed) return Fail(rank, "no abort", s);
+    s = m->backend->AllReduce(c);
+    if (s.code() != StatusCode::kPeerFailed) return Fail(rank, "later call not stopped", s);
   } else {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (m->group->Check().ok()) {
