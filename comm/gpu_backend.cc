@@ -209,7 +209,7 @@ class GpuBackend final : public Backend {
     }
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream));
     const uint8_t* mine = static_cast<const uint8_t*>(buffer_) + layout_.total;
-    std::array<uint32_t, kernels::kGpuMaxRanks> marks{};
+    std::array<uint32_t, kMaxWorldSize> marks{};
     Status copy;
     int missing = -1;
     auto ready = [&] {
