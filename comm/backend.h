@@ -68,10 +68,10 @@ class GroupControl {
 // One member's published slot, as Connect() receives it.
 struct PeerBuffer {
   int rank = -1;
-  std::string device_id;             // "host", or the GPU's PCI bus id
-  ipc::BlobKind kind{};              // what blob holds
-  std::array<uint8_t, 64> blob{};    // that member's Backend::blob()
-  uint64_t buffer_bytes = 0;         // that member's Backend::buffer_bytes()
+  std::string device_id;           // "host", or the GPU's PCI bus id
+  ipc::BlobKind kind{};            // what blob holds
+  std::array<uint8_t, 64> blob{};  // that member's Backend::blob()
+  uint64_t buffer_bytes = 0;       // that member's Backend::buffer_bytes()
 };
 
 // One all-reduce as the communicator hands it to a backend. Arguments are

@@ -111,10 +111,9 @@ StatusOr<ReferencePlan> PlanCall(const Config& config, const void* const* inputs
     }
   }
   if (count > static_cast<size_t>(config.max_size_bytes) / 2) {
-    return InvalidArgumentError("reference: message of " + std::to_string(count) +
-                                " values exceeds the maximum of " +
-                                std::to_string(config.max_size_bytes) +
-                                " bytes (QR_MAX_SIZE_BYTES_MB)");
+    return InvalidArgumentError(
+        "reference: message of " + std::to_string(count) + " values exceeds the maximum of " +
+        std::to_string(config.max_size_bytes) + " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
   const size_t bytes = count * 2;
   if (!IsWholeMessageUnits(bytes)) {
@@ -235,7 +234,8 @@ const char* qr_config_json(const qr_comm* c) {
         qr::internal::RecordCStatus(config.status());
         return nullptr;
       }
-      qr::config_text = qr::ConfigJson(*config, qr::kSupportedWorldSizes, qr::kNumSupportedWorldSizes).dump();
+      qr::config_text =
+          qr::ConfigJson(*config, qr::kSupportedWorldSizes, qr::kNumSupportedWorldSizes).dump();
     }
   } catch (const std::exception& e) {
     // json::dump throws only on invalid UTF-8, which no field can hold; this
@@ -253,9 +253,9 @@ int qr_should_all_reduce_ex(const qr_comm* c, size_t bytes, qr_dtype dtype, qr_r
       !qr::IsValidRegime(static_cast<int>(regime))) {
     return 0;
   }
-  return qr::internal::CommunicatorOf(c).ShouldAllReduce(
-             bytes, static_cast<qr::DType>(dtype), static_cast<qr::Regime>(regime),
-             cast_bf16_to_fp16 != 0)
+  return qr::internal::CommunicatorOf(c).ShouldAllReduce(bytes, static_cast<qr::DType>(dtype),
+                                                         static_cast<qr::Regime>(regime),
+                                                         cast_bf16_to_fp16 != 0)
              ? 1
              : 0;
 }
@@ -263,23 +263,22 @@ int qr_should_all_reduce_ex(const qr_comm* c, size_t bytes, qr_dtype dtype, qr_r
 qr_status qr_reference_all_reduce(const void* const* inputs, int world_size, size_t count,
                                   qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
                                   void* output) {
-  return qr::internal::RecordCStatus(qr::ReferenceAllReduce(
-      inputs, world_size, count, dtype, regime, cast_bf16_to_fp16, output));
+  return qr::internal::RecordCStatus(
+      qr::ReferenceAllReduce(inputs, world_size, count, dtype, regime, cast_bf16_to_fp16, output));
 }
 
 qr_status qr_reference_check_bound(const void* const* inputs, int world_size, size_t count,
                                    qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
                                    const void* output, double* max_ratio, size_t* violations) {
-  return qr::internal::RecordCStatus(qr::ReferenceCheckBound(inputs, world_size, count, dtype,
-                                                             regime, cast_bf16_to_fp16, output,
-                                                             max_ratio, violations));
+  return qr::internal::RecordCStatus(qr::ReferenceCheckBound(
+      inputs, world_size, count, dtype, regime, cast_bf16_to_fp16, output, max_ratio, violations));
 }
 
 qr_status qr_reference_error_bounds(const void* const* inputs, int world_size, size_t count,
                                     qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
                                     double* bounds) {
-  return qr::internal::RecordCStatus(qr::ReferenceErrorBounds(
-      inputs, world_size, count, dtype, regime, cast_bf16_to_fp16, bounds));
+  return qr::internal::RecordCStatus(qr::ReferenceErrorBounds(inputs, world_size, count, dtype,
+                                                              regime, cast_bf16_to_fp16, bounds));
 }
 
 }  // extern "C"

@@ -144,8 +144,7 @@ TEST(CApiExtrasTest, ReferenceErrorBoundsAreTheKernelBoundPerElement) {
   const std::vector<uint16_t> a = Fp16(fa), b = Fp16(fb);
   const void* inputs[] = {a.data(), b.data()};
   std::vector<double> bounds(64, -1.0);
-  ASSERT_EQ(qr_reference_error_bounds(inputs, 2, 64, QR_FLOAT16, QR_REGIME_INT4, 0,
-                                      bounds.data()),
+  ASSERT_EQ(qr_reference_error_bounds(inputs, 2, 64, QR_FLOAT16, QR_REGIME_INT4, 0, bounds.data()),
             QR_OK)
       << qr_last_error();
   double absmax[2] = {0, 0};
@@ -156,8 +155,7 @@ TEST(CApiExtrasTest, ReferenceErrorBoundsAreTheKernelBoundPerElement) {
   for (int i = 0; i < 32; ++i) {
     const double va = kernels::HalfToFloat(a[i]), vb = kernels::HalfToFloat(b[i]);
     const double element_abs[2] = {std::fabs(va), std::fabs(vb)};
-    EXPECT_EQ(bounds[i], kernels::TwoShotErrorBound(Codec::kInt4,
-                                                    DType::kFloat16, false, 2, absmax,
+    EXPECT_EQ(bounds[i], kernels::TwoShotErrorBound(Codec::kInt4, DType::kFloat16, false, 2, absmax,
                                                     element_abs, va + vb))
         << "element " << i;
     EXPECT_GT(bounds[i], 0);
@@ -168,7 +166,8 @@ TEST(CApiExtrasTest, ReferenceErrorBoundsAreTheKernelBoundPerElement) {
   ASSERT_EQ(qr_reference_all_reduce(inputs, 2, 64, QR_FLOAT16, QR_REGIME_INT4, 0, out.data()),
             QR_OK);
   for (int i = 0; i < 32; ++i) {
-    const double exact = static_cast<double>(kernels::HalfToFloat(a[i])) + kernels::HalfToFloat(b[i]);
+    const double exact =
+        static_cast<double>(kernels::HalfToFloat(a[i])) + kernels::HalfToFloat(b[i]);
     EXPECT_LE(std::fabs(kernels::HalfToFloat(out[i]) - exact), bounds[i]) << "element " << i;
   }
   // FP's bound is smaller than INT4's everywhere.
@@ -182,17 +181,15 @@ TEST(CApiExtrasTest, ReferenceErrorBoundsNeedACodec) {
   std::vector<uint16_t> a(16);
   const void* inputs[] = {a.data(), a.data(), a.data(), a.data()};
   std::vector<double> bounds(16);
-  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_CONFIGURED, 0,
-                                      bounds.data()),
-            QR_INVALID_ARGUMENT);
-  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_NONE, 0,
-                                      bounds.data()),
+  EXPECT_EQ(
+      qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_CONFIGURED, 0, bounds.data()),
+      QR_INVALID_ARGUMENT);
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_NONE, 0, bounds.data()),
             QR_INVALID_ARGUMENT);
   EXPECT_EQ(qr_reference_error_bounds(inputs, 2, 16, QR_FLOAT16, QR_REGIME_FP, 0, nullptr),
             QR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(qr_last_error()).find("bounds is NULL"), std::string::npos);
-  EXPECT_EQ(qr_reference_error_bounds(inputs, 4, 16, QR_FLOAT16, QR_REGIME_INT3, 0,
-                                      bounds.data()),
+  EXPECT_EQ(qr_reference_error_bounds(inputs, 4, 16, QR_FLOAT16, QR_REGIME_INT3, 0, bounds.data()),
             QR_UNSUPPORTED);
 }
 
@@ -208,24 +205,24 @@ TEST(CApiExtrasTest, ReferenceRefusesWhatTheGroupRefuses) {
   EXPECT_EQ(qr_reference_all_reduce(inputs, 2, 12, QR_FLOAT16, QR_REGIME_FP, 0, out.data()),
             QR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(qr_last_error()).find("multiple of 16"), std::string::npos);
-  EXPECT_EQ(qr_reference_all_reduce(inputs, 2, 16, static_cast<qr_dtype>(7), QR_REGIME_FP, 0,
-                                    out.data()),
-            QR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      qr_reference_all_reduce(inputs, 2, 16, static_cast<qr_dtype>(7), QR_REGIME_FP, 0, out.data()),
+      QR_INVALID_ARGUMENT);
   EXPECT_EQ(qr_reference_all_reduce(nullptr, 2, 16, QR_FLOAT16, QR_REGIME_FP, 0, out.data()),
             QR_INVALID_ARGUMENT);
   {
     ScopedEnv q("QR_QUANTIZATION", "NONE");
-    EXPECT_EQ(qr_reference_all_reduce(inputs, 2, 16, QR_FLOAT16, QR_REGIME_CONFIGURED, 0,
-                                      out.data()),
-              QR_UNSUPPORTED);
+    EXPECT_EQ(
+        qr_reference_all_reduce(inputs, 2, 16, QR_FLOAT16, QR_REGIME_CONFIGURED, 0, out.data()),
+        QR_UNSUPPORTED);
   }
   {
     ScopedEnv m("QR_MAX_SIZE_BYTES_MB", "1");
     std::vector<uint16_t> big(1 << 20), big_out(1 << 20);
     const void* big_in[] = {big.data(), big.data()};
-    EXPECT_EQ(qr_reference_all_reduce(big_in, 2, big.size(), QR_FLOAT16, QR_REGIME_FP, 0,
-                                      big_out.data()),
-              QR_INVALID_ARGUMENT);
+    EXPECT_EQ(
+        qr_reference_all_reduce(big_in, 2, big.size(), QR_FLOAT16, QR_REGIME_FP, 0, big_out.data()),
+        QR_INVALID_ARGUMENT);
   }
 }
 

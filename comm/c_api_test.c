@@ -4,34 +4,32 @@
  * all-reduces exactly. argv[1] is the qr-broker binary; the test runs its own
  * broker on a private socket and stops it at the end. */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/quickreduce.h"
 
 static int failures = 0;
 
-#define EXPECT(cond)                                                   \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, \
-              __LINE__, #cond, qr_last_error());                       \
-      ++failures;                                                      \
-    }                                                                  \
+#define EXPECT(cond)                                                                      \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              qr_last_error());                                                           \
+      ++failures;                                                                         \
+    }                                                                                     \
   } while (0)
 
-static int contains(const char* hay, const char* needle) {
-  return strstr(hay, needle) != NULL;
-}
+static int contains(const char* hay, const char* needle) { return strstr(hay, needle) != NULL; }
 
 /* fp16 bit patterns of small integers are exact, so sums are exact. */
 static uint16_t fp16_from_int(int v) {
@@ -78,8 +76,7 @@ static int run_rank(const char* group, int rank) {
   EXPECT(qr_all_reduce_ex(c, NULL, out, kCount, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
          QR_INVALID_ARGUMENT);
   EXPECT(contains(qr_last_error(), "NULL"));
-  EXPECT(qr_all_reduce_ex(c, in, out, 7, QR_FLOAT16, QR_REGIME_FP, 0, NULL) ==
-         QR_INVALID_ARGUMENT);
+  EXPECT(qr_all_reduce_ex(c, in, out, 7, QR_FLOAT16, QR_REGIME_FP, 0, NULL) == QR_INVALID_ARGUMENT);
   EXPECT(contains(qr_last_error(), "16 bytes"));
   EXPECT(qr_all_reduce_ex(c, in, out, kCount, (qr_dtype)7, QR_REGIME_FP, 0, NULL) ==
          QR_INVALID_ARGUMENT);
@@ -206,8 +203,7 @@ int main(int argc, char** argv) {
     if (pids[r] == 0) _exit(run_rank(group, r));
   }
   for (r = 0; r < 2; ++r) {
-    if (waitpid(pids[r], &status, 0) != pids[r] || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
+    if (waitpid(pids[r], &status, 0) != pids[r] || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "rank %d failed (status 0x%x)\n", r, status);
       rc = 1;
     }

@@ -305,9 +305,9 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   if (!s.ok()) return Fail(s);
   // Two-shot calls count under their codec; one-shot calls, which move exact
   // values whatever codec they name, under one-shot.
-  group->CountOp(call.algorithm == Algorithm::kOneShot ? ipc::kOneShotCounter
-                                                      : static_cast<int>(call.codec),
-                 bytes);
+  group->CountOp(
+      call.algorithm == Algorithm::kOneShot ? ipc::kOneShotCounter : static_cast<int>(call.codec),
+      bytes);
   return OkStatus();
 }
 
@@ -319,8 +319,9 @@ Status Communicator::Check() {
 Status Communicator::Abort(std::string_view reason) {
   if (impl_->left) return InvalidArgumentError("abort: the communicator has left its group");
   QR_RETURN_IF_ERROR(impl_->group->RaiseAbort(reason));
-  impl_->Fail(PeerFailedError("rank " + std::to_string(impl_->options.rank) +
-                              " aborted the group: " + std::string(reason)))
+  impl_
+      ->Fail(PeerFailedError("rank " + std::to_string(impl_->options.rank) +
+                             " aborted the group: " + std::string(reason)))
       .IgnoreError();
   return OkStatus();
 }

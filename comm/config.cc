@@ -27,16 +27,14 @@ Status TableError(std::string_view source, int line, const std::string& what) {
 // The whole file. A directory fails here (EISDIR) rather than reading as an
 // empty table.
 StatusOr<std::string> ReadFile(const std::string& path) {
-  QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + path, [&] {
-                        return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-                      }));
+  QR_ASSIGN_OR_RETURN(
+      int raw, SysCall("open " + path, [&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
   UniqueFd fd(raw);
   std::string text;
   char buf[4096];
   for (;;) {
-    QR_ASSIGN_OR_RETURN(ssize_t n, SysCall("read " + path, [&] {
-                          return ::read(fd.get(), buf, sizeof(buf));
-                        }));
+    QR_ASSIGN_OR_RETURN(
+        ssize_t n, SysCall("read " + path, [&] { return ::read(fd.get(), buf, sizeof(buf)); }));
     if (n == 0) return text;
     text.append(buf, static_cast<size_t>(n));
   }
@@ -72,10 +70,9 @@ StatusOr<MinSizeTableMiB> ParseMinSizeTable(std::string_view text, std::string_v
     for (int r = 0; r < 5; ++r) {
       std::string word;
       if (!(words >> word)) return TableError(source, number, "fewer than 5 sizes");
-      QR_ASSIGN_OR_RETURN(table[d][w][r],
-                          ParseInt("QR_MIN_SIZE_TABLE " + std::string(source) + ":" +
-                                       std::to_string(number),
-                                   word, 0, kMaxMaxSizeMb));
+      QR_ASSIGN_OR_RETURN(table[d][w][r], ParseInt("QR_MIN_SIZE_TABLE " + std::string(source) +
+                                                       ":" + std::to_string(number),
+                                                   word, 0, kMaxMaxSizeMb));
     }
     std::string extra;
     if (words >> extra) return TableError(source, number, "more than 5 sizes");
@@ -85,12 +82,18 @@ StatusOr<MinSizeTableMiB> ParseMinSizeTable(std::string_view text, std::string_v
 
 const char* RegimeName(Regime regime) {
   switch (regime) {
-    case Regime::kFp: return "FP";
-    case Regime::kInt8: return "INT8";
-    case Regime::kInt6: return "INT6";
-    case Regime::kInt4: return "INT4";
-    case Regime::kInt3: return "INT3";
-    case Regime::kNone: return "NONE";
+    case Regime::kFp:
+      return "FP";
+    case Regime::kInt8:
+      return "INT8";
+    case Regime::kInt6:
+      return "INT6";
+    case Regime::kInt4:
+      return "INT4";
+    case Regime::kInt3:
+      return "INT3";
+    case Regime::kNone:
+      return "NONE";
   }
   return "?";
 }

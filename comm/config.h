@@ -90,7 +90,7 @@ struct Config {
 // kInvalidArgument naming source, the line number and what is wrong for a
 // malformed or duplicate row.
 [[nodiscard]] StatusOr<MinSizeTableMiB> ParseMinSizeTable(std::string_view text,
-                                                         std::string_view source);
+                                                          std::string_view source);
 
 // Reads the QR_* variables (aliases: VLLM_ROCM_QUICK_REDUCE_*; when both are
 // set the QR_* one wins) for a group on `platform`, which sets

@@ -16,12 +16,19 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 const char* const kAllVars[] = {
-    "QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
-    "QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
-    "QR_MAX_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
-    "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
-    "QR_QUANTIZATION_MIN_SIZE_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
-    "QR_MIN_SIZE_TABLE", "QR_OP_TIMEOUT_MS", "QR_ONE_SHOT_MAX_KB",
+    "QR_QUANTIZATION",
+    "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+    "QR_CAST_BF16_TO_FP16",
+    "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
+    "QR_MAX_SIZE_BYTES_MB",
+    "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
+    "QR_MIN_SIZE_BYTES_MB",
+    "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
+    "QR_QUANTIZATION_MIN_SIZE_KB",
+    "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION_MIN_SIZE_KB",
+    "QR_MIN_SIZE_TABLE",
+    "QR_OP_TIMEOUT_MS",
+    "QR_ONE_SHOT_MAX_KB",
     "QR_ALLOW_SHARED_DEVICE",
 };
 
@@ -116,7 +123,7 @@ TEST_F(ConfigTest, OpTimeoutIsReadAndChecked) {
 
 TEST_F(ConfigTest, ParsesEveryRegimeCaseInsensitively) {
   const std::pair<const char*, Regime> cases[] = {
-      {"FP", Regime::kFp},     {"int8", Regime::kInt8}, {"Int6", Regime::kInt6},
+      {"FP", Regime::kFp},     {"int8", Regime::kInt8},   {"Int6", Regime::kInt6},
       {"INT4", Regime::kInt4}, {" int3 ", Regime::kInt3}, {"none", Regime::kNone}};
   for (const auto& [text, regime] : cases) {
     Set("QR_QUANTIZATION", text);
@@ -153,15 +160,15 @@ TEST_F(ConfigTest, VllmNamesAreAliasesAndOursWin) {
 
 TEST_F(ConfigTest, BadRegimeNamesTheVariableAndChoices) {
   Set("QR_QUANTIZATION", "INT5");
-  EXPECT_THAT(LoadConfigFromEnv(Platform::kHost).status(),
-              StatusIs(StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("QR_QUANTIZATION"), HasSubstr("INT5"),
-                             HasSubstr("FP, INT8, INT6, INT4, INT3, NONE"))));
+  EXPECT_THAT(
+      LoadConfigFromEnv(Platform::kHost).status(),
+      StatusIs(StatusCode::kInvalidArgument, AllOf(HasSubstr("QR_QUANTIZATION"), HasSubstr("INT5"),
+                                                   HasSubstr("FP, INT8, INT6, INT4, INT3, NONE"))));
   unsetenv("QR_QUANTIZATION");
   Set("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "FP8");
-  EXPECT_THAT(LoadConfigFromEnv(Platform::kHost).status(),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION")));
+  EXPECT_THAT(
+      LoadConfigFromEnv(Platform::kHost).status(),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION")));
 }
 
 TEST_F(ConfigTest, BadCastFlagIsAnError) {
@@ -232,8 +239,12 @@ TEST_F(ConfigTest, MinSizeTableFileReplacesRows) {
 
 TEST(MinSizeTableTest, MalformedRowsNameTheLine) {
   const char* bad[] = {
-      "fp32 ws2 1 1 1 1 1",       "fp16 ws3 1 1 1 1 1", "fp16 ws2 1 1 1 1",
-      "fp16 ws2 1 1 1 1 1 1",     "fp16 ws2 1 x 1 1 1", "fp16 ws2 1 -1 1 1 1",
+      "fp32 ws2 1 1 1 1 1",
+      "fp16 ws3 1 1 1 1 1",
+      "fp16 ws2 1 1 1 1",
+      "fp16 ws2 1 1 1 1 1 1",
+      "fp16 ws2 1 x 1 1 1",
+      "fp16 ws2 1 -1 1 1 1",
       "fp16 ws2 1 1 1 1 1\nfp16 ws2 1 1 1 1 1",
   };
   for (const char* text : bad) {

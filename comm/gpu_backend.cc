@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
-#include "common/logging.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
 #include "kernels/gpu/max_blocks.h"
@@ -126,7 +126,7 @@ class GpuBackend final : public Backend {
     max_blocks_ = kernels::SharedGpuMaxBlocks(max_blocks_, sharing);
     if (sharing > 1) {
       Log().info("GPU backend rank {}: {} ranks share GPU {} at most; grids capped at {} blocks",
-                   rank_, sharing, pci_, max_blocks_);
+                 rank_, sharing, pci_, max_blocks_);
     }
     void* page = group.abort_page();
     QR_ASSIGN_OR_RETURN(void* dev, gpu::HostRegisterMapped(page, kAbortPageBytes));
@@ -180,8 +180,8 @@ class GpuBackend final : public Backend {
   // What a kernel of this rank wrote into the host-mapped error word.
   uint32_t KernelError() const {
     if (error_host_ == nullptr) return kernels::kGpuErrorNone;
-    return reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)->load(
-        std::memory_order_acquire);
+    return reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)
+        ->load(std::memory_order_acquire);
   }
 
   // Every rank marks each peer's buffer once it has opened it (its word past
@@ -266,8 +266,8 @@ class GpuBackend final : public Backend {
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> CreateGpuBackend(int device, int rank, int world_size,
-                                                     int64_t op_timeout_ms,
-                                                     int64_t join_timeout_ms) {
+                                                    int64_t op_timeout_ms,
+                                                    int64_t join_timeout_ms) {
   QR_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   if (rank < 0 || rank >= world_size) {
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside [0, " +

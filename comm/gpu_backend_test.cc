@@ -20,18 +20,14 @@ TEST(GpuBackendTest, RejectsBadWorldSizeAndRank) {
               StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(CreateGpuBackend(0, -1, 2, 1000, 1000).status(),
               StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(CreateGpuBackend(0, 0, 2, 0, 1000).status(),
-              StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(CreateGpuBackend(0, 0, 2, 1000, 0).status(),
-              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(CreateGpuBackend(0, 0, 2, 0, 1000).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(CreateGpuBackend(0, 0, 2, 1000, 0).status(), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST(GpuBackendTest, MissingDeviceIsUnavailable) {
   const int n = gpu::DeviceCount();
-  EXPECT_THAT(CreateGpuBackend(n, 0, 2, 1000, 1000).status(),
-              StatusIs(StatusCode::kUnavailable));
-  EXPECT_THAT(CreateGpuBackend(-5, 0, 2, 1000, 1000).status(),
-              StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(CreateGpuBackend(n, 0, 2, 1000, 1000).status(), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(CreateGpuBackend(-5, 0, 2, 1000, 1000).status(), StatusIs(StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // through a broker.
 #include "comm/host_backend.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,9 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "comm/backend.h"
 #include "ipc/group_client.h"
@@ -210,9 +209,8 @@ TEST(HostBackendTest, StalledPeerTimesOutAndAbortsTheGroup) {
   c.count = in.size();
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THAT(ranks[0].AllReduce(c),
-              StatusIs(StatusCode::kTimeout,
-                       AllOf(HasSubstr("rank 0"), HasSubstr("from rank 1"),
-                             HasSubstr("QR_OP_TIMEOUT_MS"))));
+              StatusIs(StatusCode::kTimeout, AllOf(HasSubstr("rank 0"), HasSubstr("from rank 1"),
+                                                   HasSubstr("QR_OP_TIMEOUT_MS"))));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   // The peers learn of it through the group, with the reason.
   EXPECT_THAT(group.reason(), HasSubstr("QR_OP_TIMEOUT_MS"));
@@ -244,8 +242,7 @@ TEST(HostBackendTest, RanksWhoseCallsDifferFailTheGroup) {
   Ranks ranks(2, group);
   for (const Status& s : ranks.Connect()) ASSERT_OK(s);
   std::vector<std::vector<uint16_t>> in = {Input(0, 128), Input(1, 256)};
-  std::vector<std::vector<uint16_t>> out = {std::vector<uint16_t>(128),
-                                            std::vector<uint16_t>(256)};
+  std::vector<std::vector<uint16_t>> out = {std::vector<uint16_t>(128), std::vector<uint16_t>(256)};
   for (const Status& s : ranks.OnEveryRank([&](int r) {
          AllReduceCall c;
          c.in = in[r].data();

@@ -11,8 +11,8 @@
 namespace qr {
 namespace {
 
-using ::testing::HasSubstr;
 using ::qr::testing::StatusIs;
+using ::testing::HasSubstr;
 
 TEST(HostOnlyTest, JoinOnAGpuIsUnsupportedAndSaysWhy) {
   for (int device : {0, 3}) {

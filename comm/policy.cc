@@ -85,8 +85,8 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
   return mib >= 0 ? mib * kMiB : builtin;
 }
 
-bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
-                     bool healthy, std::string* why_not) {
+bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size, bool healthy,
+                     std::string* why_not) {
   if (config.regime == Regime::kNone || !IsValidRegime(static_cast<int>(config.regime))) {
     return Decline(why_not,
                    "regime is NONE (QR_QUANTIZATION=NONE disables quick-reduce; unset it for FP, "
@@ -99,8 +99,8 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
     return Decline(why_not, "world size " + std::to_string(world_size) + " is not 2, 4 or 8");
   }
   if (!CodecRunsAtWorldSize(CodecForRegime(config.regime), world_size)) {
-    std::string reason = "INT3 is only supported at world size 2, this group has " +
-                         std::to_string(world_size);
+    std::string reason =
+        "INT3 is only supported at world size 2, this group has " + std::to_string(world_size);
     static std::once_flag logged;
     std::call_once(logged, [&] { Log().warn("quick-reduce declines: {}", reason); });
     return Decline(why_not, std::move(reason));

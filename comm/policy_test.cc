@@ -25,12 +25,9 @@ struct Row {
 // DESIGN.md's table (vLLM's MI300X rows, AMD's built-in table), written out
 // independently of policy.cc.
 constexpr Row kTable[] = {
-    {DType::kFloat16, 2, {1, 2, 2, 1, 1}},
-    {DType::kFloat16, 4, {1, 16, 4, 2, 2}},
-    {DType::kFloat16, 8, {16, 4, 4, 2, 2}},
-    {DType::kBFloat16, 2, {2, 8, 8, 8, 8}},
-    {DType::kBFloat16, 4, {8, 64, 64, 16, 16}},
-    {DType::kBFloat16, 8, {16, 2048, 2048, 2048, 2048}},
+    {DType::kFloat16, 2, {1, 2, 2, 1, 1}},      {DType::kFloat16, 4, {1, 16, 4, 2, 2}},
+    {DType::kFloat16, 8, {16, 4, 4, 2, 2}},     {DType::kBFloat16, 2, {2, 8, 8, 8, 8}},
+    {DType::kBFloat16, 4, {8, 64, 64, 16, 16}}, {DType::kBFloat16, 8, {16, 2048, 2048, 2048, 2048}},
 };
 
 // An AMD group's config: the platform whose built-in table has floors.
@@ -134,7 +131,8 @@ TEST(PolicyTest, BoundariesForEveryTableEntry) {
         const Regime regime = kCodecRegimes[i];
         if (regime == Regime::kInt3 && row.ws != 2) continue;
         const Config c = ConfigFor(regime, cast);
-        const DType row_dtype = (row.dtype == DType::kBFloat16 && cast) ? DType::kFloat16 : row.dtype;
+        const DType row_dtype =
+            (row.dtype == DType::kBFloat16 && cast) ? DType::kFloat16 : row.dtype;
         const size_t min = static_cast<size_t>(FindRow(row_dtype, row.ws).mib[i]) << 20;
         const size_t max = static_cast<size_t>(c.max_size_bytes);
         const std::string label = std::string(DTypeName(row.dtype)) + " ws" +
@@ -158,8 +156,8 @@ TEST(PolicyTest, BoundariesForEveryTableEntry) {
 
 TEST(PolicyTest, NoneDeclines) {
   std::string why;
-  EXPECT_FALSE(ShouldAllReduce(ConfigFor(Regime::kNone, true), 64 << 20, DType::kFloat16, 2,
-                               true, &why));
+  EXPECT_FALSE(
+      ShouldAllReduce(ConfigFor(Regime::kNone, true), 64 << 20, DType::kFloat16, 2, true, &why));
   EXPECT_THAT(why, HasSubstr("NONE"));
 }
 
@@ -210,10 +208,10 @@ TEST(PolicyTest, TableFileRowsReplaceBuiltInRows) {
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 4), 8 << 20);  // cast: fp16 row
   EXPECT_TRUE(ShouldAllReduce(c, 8 << 20, DType::kFloat16, 4));
   EXPECT_FALSE(ShouldAllReduce(c, (8 << 20) - 16, DType::kFloat16, 4));
-  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 2), 1 << 20);   // no row: built-in
+  EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 2), 1 << 20);  // no row: built-in
   c.cast_bf16_to_fp16 = false;
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kBFloat16, 4), 16 << 20);  // bf16 ws4: built-in
-  c.min_size_bytes_override = 0;  // QR_MIN_SIZE_BYTES_MB wins
+  c.min_size_bytes_override = 0;                                       // QR_MIN_SIZE_BYTES_MB wins
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 0);
   // Over NVIDIA's floor-less table too (qr-bench output for another machine).
   c.min_size_bytes_override.reset();
@@ -239,8 +237,8 @@ TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
 }
 
 // The built-in ceilings, written out independently of policy.cc.
-constexpr std::pair<int, int64_t> kOneShotCeilings[] = {{2, 4096 << 10}, {4, 1024 << 10},
-                                                        {8, 256 << 10}};
+constexpr std::pair<int, int64_t> kOneShotCeilings[] = {
+    {2, 4096 << 10}, {4, 1024 << 10}, {8, 256 << 10}};
 
 TEST(PolicyTest, DefaultOneShotCeilingPerWorldSize) {
   for (const auto& [ws, bytes] : kOneShotCeilings) EXPECT_EQ(DefaultOneShotMaxBytes(ws), bytes);

@@ -87,15 +87,14 @@ int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
  * the same sequence of calls with the same count, dtype and regime.
  * Returns QR_OK, QR_INVALID_ARGUMENT, QR_UNSUPPORTED (regime NONE, INT3 with
  * world size != 2), QR_PEER_FAILED, QR_TIMEOUT, QR_INTERNAL. */
-qr_status qr_all_reduce(qr_comm* c, const void* in, void* out, size_t count,
-                        qr_dtype dtype, void* stream);
+qr_status qr_all_reduce(qr_comm* c, const void* in, void* out, size_t count, qr_dtype dtype,
+                        void* stream);
 
 /* As qr_all_reduce with the regime forced (QR_REGIME_NONE is QR_UNSUPPORTED)
  * and the bf16 cast chosen by cast_bf16_to_fp16 (0 or not). The regime is
  * used as given, with no fallback to FP for small messages. */
-qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count,
-                           qr_dtype dtype, qr_regime regime,
-                           int cast_bf16_to_fp16, void* stream);
+qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count, qr_dtype dtype,
+                           qr_regime regime, int cast_bf16_to_fp16, void* stream);
 
 /* Never blocks: QR_OK while healthy, else QR_PEER_FAILED / QR_TIMEOUT
  * (sticky once seen). c == NULL is QR_INVALID_ARGUMENT. */

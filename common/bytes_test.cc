@@ -44,17 +44,17 @@ TEST(FormatBytesTest, CompactReadsBackThroughParseBytes) {
   EXPECT_EQ(FormatBytes(1536 * K, ByteStyle::kCompact), "1536K");
   EXPECT_EQ(FormatBytes(2 * M, ByteStyle::kCompact), "2M");
   EXPECT_EQ(FormatBytes(G, ByteStyle::kCompact), "1G");
-  for (uint64_t b : {uint64_t{0}, uint64_t{16}, 4 * K, 1536 * K, 64 * M, G, 7 * K * G, UINT64_MAX}) {
+  for (uint64_t b :
+       {uint64_t{0}, uint64_t{16}, 4 * K, 1536 * K, 64 * M, G, 7 * K * G, UINT64_MAX}) {
     ASSERT_OK_AND_ASSIGN(uint64_t back, ParseBytes(FormatBytes(b, ByteStyle::kCompact)));
     EXPECT_EQ(back, b);
   }
 }
 
 TEST(ParseBytesTest, AcceptsDigitsWithAnOptionalUnitLetter) {
-  const std::pair<const char*, uint64_t> cases[] = {{"4096", 4096}, {"4K", 4 * K},
-                                                    {"16k", 16 * K},  {"1M", M},
-                                                    {"3m", 3 * M},    {"1G", G},
-                                                    {"2t", 2 * K * G}, {"0", 0}};
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"4096", 4096}, {"4K", 4 * K}, {"16k", 16 * K},   {"1M", M},
+      {"3m", 3 * M},  {"1G", G},     {"2t", 2 * K * G}, {"0", 0}};
   for (const auto& [text, bytes] : cases) {
     ASSERT_OK_AND_ASSIGN(uint64_t b, ParseBytes(text));
     EXPECT_EQ(b, bytes) << text;
@@ -69,7 +69,8 @@ TEST(ParseBytesTest, RejectsAnythingElseNamingTheText) {
   EXPECT_THAT(ParseBytes("12X"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("'12X'")));
   EXPECT_THAT(ParseBytes("18446744073709551616"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("too large")));
-  EXPECT_THAT(ParseBytes("16777216T"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("too large")));
+  EXPECT_THAT(ParseBytes("16777216T"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("too large")));
   ASSERT_OK_AND_ASSIGN(uint64_t max, ParseBytes("16777215T"));
   EXPECT_EQ(max, 16777215 * K * G);
 }

@@ -1,11 +1,11 @@
 #include "common/env.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "common/env_vars.h"
 #include "tests/util/status_matchers.h"

@@ -2,14 +2,14 @@
 // (common/env_vars.h): the same variables in the same order, with the same
 // aliases, default and meaning cells, and each fixed default spelled as the
 // code applies it. A variable added to one and not the other fails here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/env_vars.h"
 

@@ -53,13 +53,11 @@ Status CheckTrustedShm(int fd, std::string_view name, size_t min_bytes, bool exa
   if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
     return UnavailableError("refusing shared memory " + std::string(name) + ": it belongs to uid " +
                             std::to_string(st.st_uid) + ", not to us (uid " +
-                            std::to_string(::geteuid()) +
-                            "); another user may have planted it");
+                            std::to_string(::geteuid()) + "); another user may have planted it");
   }
   if ((st.st_mode & 07777) != 0600) {
     return UnavailableError("refusing shared memory " + std::string(name) + ": mode " +
-                            Mode(st.st_mode) +
-                            ", expected 0600 (others could read or change it)");
+                            Mode(st.st_mode) + ", expected 0600 (others could read or change it)");
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (size < min_bytes || (exact && size != min_bytes)) {
@@ -90,8 +88,7 @@ Status ReserveShm(int fd, std::string_view name, size_t bytes) {
     // tmpfs undoes a failed fallocate; the caller unlinks the object.
     return UnavailableError("not enough shared memory: need " + MiB(bytes) + " MiB in " + kShmDir +
                             ", " + std::to_string(ShmFreeBytes() >> 20) + " MiB free (for " +
-                            std::string(name) +
-                            "; enlarge /dev/shm, e.g. docker run --shm-size)");
+                            std::string(name) + "; enlarge /dev/shm, e.g. docker run --shm-size)");
   }
   return ErrnoToStatus(err, "posix_fallocate " + std::string(name));
 }
@@ -152,8 +149,7 @@ StatusOr<ShmMapping> ShmMapping::Create(std::string_view name, size_t bytes) {
   return m;
 }
 
-StatusOr<ShmMapping> ShmMapping::OpenChecked(std::string_view name, size_t min_bytes,
-                                             bool whole) {
+StatusOr<ShmMapping> ShmMapping::OpenChecked(std::string_view name, size_t min_bytes, bool whole) {
   QR_RETURN_IF_ERROR(CheckName(name));
   std::string n(name);
   // glibc's shm_open adds O_NOFOLLOW.

@@ -25,12 +25,12 @@ namespace qr {
 enum class StatusCode : uint32_t {
   kOk = 0,
   kInvalidArgument = 1,
-  kUnavailable = 2,      // broker unreachable, resource exhausted
-  kTimeout = 3,          // a bounded wait ran out
-  kPeerFailed = 4,       // a group member died or the group was aborted
-  kUnsupported = 5,      // valid request this build or device cannot do
+  kUnavailable = 2,  // broker unreachable, resource exhausted
+  kTimeout = 3,      // a bounded wait ran out
+  kPeerFailed = 4,   // a group member died or the group was aborted
+  kUnsupported = 5,  // valid request this build or device cannot do
   kAlreadyExists = 6,
-  kInternal = 7,         // a bug or an unexpected platform error
+  kInternal = 7,  // a bug or an unexpected platform error
 };
 inline constexpr uint32_t kMaxStatusCode = 7;
 
@@ -84,24 +84,32 @@ namespace internal {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : status_(status) { FixOk(); }  // NOLINT
+  StatusOr(const Status& status) : status_(status) { FixOk(); }        // NOLINT
   StatusOr(Status&& status) : status_(std::move(status)) { FixOk(); }  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
-  template <typename U, typename = std::enable_if_t<
-                            std::is_constructible_v<T, U&&> &&
-                            !std::is_same_v<std::decay_t<U>, T> &&
-                            !std::is_same_v<std::decay_t<U>, Status> &&
-                            !std::is_same_v<std::decay_t<U>, StatusOr>>>
+  StatusOr(const T& value) : value_(value) {}                          // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}                    // NOLINT
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status> &&
+                                                    !std::is_same_v<std::decay_t<U>, StatusOr>>>
   StatusOr(U&& value) : value_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const& { return status_; }
   Status status() && { return std::move(status_); }
 
-  const T& value() const& { Check(); return *value_; }
-  T& value() & { Check(); return *value_; }
-  T&& value() && { Check(); return std::move(*value_); }
+  const T& value() const& {
+    Check();
+    return *value_;
+  }
+  T& value() & {
+    Check();
+    return *value_;
+  }
+  T&& value() && {
+    Check();
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

@@ -14,10 +14,10 @@
 #define QR_STATUS_CONCAT_INNER_(a, b) a##b
 #define QR_STATUS_CONCAT_(a, b) QR_STATUS_CONCAT_INNER_(a, b)
 
-#define QR_RETURN_IF_ERROR(expr)                        \
-  do {                                                  \
-    ::qr::Status qr_status_ = (expr);                   \
-    if (!qr_status_.ok()) return qr_status_;            \
+#define QR_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::qr::Status qr_status_ = (expr);        \
+    if (!qr_status_.ok()) return qr_status_; \
   } while (0)
 
 #define QR_ASSIGN_OR_RETURN(lhs, expr) \
@@ -53,10 +53,9 @@ struct Voidify {
 }  // namespace qr::internal
 
 // Broken invariants are bugs, not Statuses: print and abort.
-#define QR_CHECK(cond)                       \
-  (cond) ? (void)0                           \
-         : ::qr::internal::Voidify() &       \
-               ::qr::internal::CheckFailure(__FILE__, __LINE__, #cond)
+#define QR_CHECK(cond) \
+  (cond) ? (void)0     \
+         : ::qr::internal::Voidify() & ::qr::internal::CheckFailure(__FILE__, __LINE__, #cond)
 
 #ifdef NDEBUG
 #define QR_DCHECK(cond) \

@@ -1,9 +1,9 @@
 #include "common/status.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "common/status_macros.h"
 #include "tests/util/status_matchers.h"

@@ -1,8 +1,7 @@
 #include "common/subprocess.h"
 
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 
@@ -25,7 +24,8 @@ TEST(SubprocessTest, ExitCodeComesBack) {
 TEST(SubprocessTest, EnvironmentIsAddedAndOverridden) {
   ::setenv("QR_SUBPROCESS_TEST_A", "old", 1);
   StatusOr<pid_t> pid =
-      Spawn({"/bin/sh", "-c", "test \"$QR_SUBPROCESS_TEST_A\" = new && test \"$QR_SUBPROCESS_TEST_B\" = b"},
+      Spawn({"/bin/sh", "-c",
+             "test \"$QR_SUBPROCESS_TEST_A\" = new && test \"$QR_SUBPROCESS_TEST_B\" = b"},
             {"QR_SUBPROCESS_TEST_A=new", "QR_SUBPROCESS_TEST_B=b"});
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(*WaitExit(*pid, seconds(10)), 0);

@@ -46,10 +46,10 @@ StatusOr<decltype(std::declval<Fn>()())> SysCall(std::string_view name, Fn&& fn)
 
 // Evaluates a syscall expression with EINTR retries; returns a Status naming
 // the call and strerror(errno) if it yields -1.
-#define QR_SYS_RETURN_IF_ERROR(call)                                    \
-  do {                                                                  \
-    if (::qr::RetryOnEintr([&] { return (call); }) == -1)               \
-      return ::qr::ErrnoToStatus(errno, #call);                         \
+#define QR_SYS_RETURN_IF_ERROR(call)                      \
+  do {                                                    \
+    if (::qr::RetryOnEintr([&] { return (call); }) == -1) \
+      return ::qr::ErrnoToStatus(errno, #call);           \
   } while (0)
 
 #endif  // QR_COMMON_SYSCALL_H_

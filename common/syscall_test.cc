@@ -1,14 +1,13 @@
 #include "common/syscall.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-
-#include <gtest/gtest.h>
 
 #include "tests/util/status_matchers.h"
 
@@ -41,7 +40,8 @@ TEST(SyscallTest, RetryOnEintrRetriesUntilOtherResult) {
 
 TEST(SyscallTest, SysCallNamesTheCallAndError) {
   auto r = SysCall("open(/nonexistent/x)", [] { return ::open("/nonexistent/x", O_RDONLY); });
-  EXPECT_THAT(r, StatusIs(StatusCode::kUnavailable, HasSubstr("open(/nonexistent/x): No such file")));
+  EXPECT_THAT(r,
+              StatusIs(StatusCode::kUnavailable, HasSubstr("open(/nonexistent/x): No such file")));
 }
 
 Status CloseBad() {
@@ -50,7 +50,8 @@ Status CloseBad() {
 }
 
 TEST(SyscallTest, MacroReturnsStatusWithCallText) {
-  EXPECT_THAT(CloseBad(), StatusIs(StatusCode::kInternal, HasSubstr("::close(-1): Bad file descriptor")));
+  EXPECT_THAT(CloseBad(),
+              StatusIs(StatusCode::kInternal, HasSubstr("::close(-1): Bad file descriptor")));
 }
 
 TEST(SyscallTest, ErrnoMapping) {

@@ -1,11 +1,10 @@
 #include "common/unique_fd.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <utility>
-
-#include <gtest/gtest.h>
 
 namespace qr {
 namespace {
@@ -15,7 +14,10 @@ bool IsOpen(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 TEST(UniqueFdTest, ClosesOnDestruction) {
   int raw = ::open("/dev/null", O_RDONLY);
   ASSERT_GE(raw, 0);
-  { UniqueFd fd(raw); EXPECT_TRUE(fd.valid()); }
+  {
+    UniqueFd fd(raw);
+    EXPECT_TRUE(fd.valid());
+  }
   EXPECT_FALSE(IsOpen(raw));
 }
 

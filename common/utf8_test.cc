@@ -7,7 +7,7 @@
 namespace qr {
 namespace {
 
-const std::string kEuro = "\xE2\x82\xAC";      // U+20AC, 3 bytes
+const std::string kEuro = "\xE2\x82\xAC";       // U+20AC, 3 bytes
 const std::string kEmoji = "\xF0\x9F\x98\x80";  // U+1F600, 4 bytes
 
 TEST(Utf8Test, ValidatesWellFormedSequencesOnly) {
@@ -57,8 +57,12 @@ TEST(Utf8Test, TerminalEscapesControlsAndBidiOverrides) {
   EXPECT_EQ(EscapeForTerminal("\x1B[2J"), "\\x1b[2J");
   EXPECT_EQ(EscapeForTerminal("x\nstatus: healthy"), "x\\x0astatus: healthy");
   EXPECT_EQ(EscapeForTerminal("\r\t\x7F"), "\\x0d\\x09\\x7f");
-  EXPECT_EQ(EscapeForTerminal("\xC2\x9B" "31m"), "\\u{009b}31m");  // C1 CSI
-  EXPECT_EQ(EscapeForTerminal("\xE2\x80\xAE" "txt"), "\\u{202e}txt");
+  EXPECT_EQ(EscapeForTerminal("\xC2\x9B"
+                              "31m"),
+            "\\u{009b}31m");  // C1 CSI
+  EXPECT_EQ(EscapeForTerminal("\xE2\x80\xAE"
+                              "txt"),
+            "\\u{202e}txt");
   EXPECT_EQ(EscapeForTerminal("\xFF"), "\\xff");
   // A literal backslash cannot pass for an escape.
   EXPECT_EQ(EscapeForTerminal("\\x1b"), "\\\\x1b");

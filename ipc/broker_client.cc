@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "common/env_vars.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
 #include "ipc/names.h"
-#include "common/logging.h"
 
 namespace qr::ipc {
 namespace {

@@ -6,13 +6,13 @@
 
 #include "common/env_vars.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "ipc/broker_client.h"
 #include "ipc/gc.h"
 #include "ipc/names.h"
 #include "ipc/segment.h"
-#include "common/logging.h"
 
 namespace qr::ipc {
 namespace {
@@ -210,12 +210,13 @@ void GroupMembership::PollBroker() {
       // connection, carries failures on the data path.
       broker_gone_ = true;
       Log().warn("group {}: lost the broker connection ({}); the group keeps running", group_,
-                   msg.status().message());
+                 msg.status().message());
       return;
     }
     if (!msg->has_value()) return;
     if (auto* f = std::get_if<GroupFailedNotice>(&**msg)) {
-      if (failure_.ok()) failure_ = PeerFailedError("group " + group_ + " failed: " + SanitizeUtf8(f->reason));
+      if (failure_.ok())
+        failure_ = PeerFailedError("group " + group_ + " failed: " + SanitizeUtf8(f->reason));
     }
   }
 }

@@ -40,13 +40,13 @@
 
 #include <array>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -192,8 +192,8 @@ class GroupMembership {
   std::thread watchdog_;
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
-  bool watchdog_stop_ = false;     // guarded by watchdog_mu_
-  std::string watchdog_reason_;    // guarded by watchdog_mu_; set once a peer died
+  bool watchdog_stop_ = false;   // guarded by watchdog_mu_
+  std::string watchdog_reason_;  // guarded by watchdog_mu_; set once a peer died
 };
 
 }  // namespace qr::ipc

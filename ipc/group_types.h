@@ -30,7 +30,7 @@ inline constexpr int kNumCounters = 6;
 inline constexpr int kOneShotCounter = 5;
 // Their names, as qrctl and the broker's status document spell them.
 inline constexpr const char* kCounterNames[kNumCounters] = {"FP",   "INT8", "INT6",
-                                                           "INT4", "INT3", "one-shot"};
+                                                            "INT4", "INT3", "one-shot"};
 
 // "[0, 3]": ranks as messages list them.
 std::string RankList(const std::vector<int>& ranks);

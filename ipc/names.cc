@@ -89,8 +89,7 @@ std::string UserPrefix(uint32_t uid) {
   return "/" + std::string(kSegmentPrefix) + std::to_string(uid) + "-";
 }
 
-std::string SegmentName(uint32_t uid, std::string_view group, uint64_t generation,
-                        uint64_t nonce) {
+std::string SegmentName(uint32_t uid, std::string_view group, uint64_t generation, uint64_t nonce) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex(kNonceHexDigits, '0');
   for (size_t i = 0; i < kNonceHexDigits; ++i) {
@@ -101,8 +100,10 @@ std::string SegmentName(uint32_t uid, std::string_view group, uint64_t generatio
 
 StatusOr<uint64_t> RandomNonce() {
   uint64_t v = 0;
-  QR_ASSIGN_OR_RETURN(ssize_t n, SysCall("getrandom", [&] { return ::getrandom(&v, sizeof(v), 0); }));
-  if (n != static_cast<ssize_t>(sizeof(v))) return UnavailableError("getrandom returned too few bytes");
+  QR_ASSIGN_OR_RETURN(ssize_t n,
+                      SysCall("getrandom", [&] { return ::getrandom(&v, sizeof(v), 0); }));
+  if (n != static_cast<ssize_t>(sizeof(v)))
+    return UnavailableError("getrandom returned too few bytes");
   return v;
 }
 
@@ -198,7 +199,8 @@ Status CheckRuntimeDirectory(const std::string& socket_path, bool create) {
   if (S_ISLNK(st.st_mode)) {
     return UnavailableError("the broker directory " + dir +
                             " is a symbolic link; refusing to follow it (another user may have "
-                            "planted it)" + advice);
+                            "planted it)" +
+                            advice);
   }
   if (!S_ISDIR(st.st_mode)) {
     return UnavailableError("the broker directory " + dir + " is not a directory" + advice);

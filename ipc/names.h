@@ -44,8 +44,7 @@ Status ValidateRank(int64_t rank, int world_size);
 // "/quickreduce-<uid>-" : the prefix of every object of this uid.
 std::string UserPrefix(uint32_t uid);
 // "/quickreduce-<uid>-<group>-<generation>-<nonce as 16 hex digits>".
-std::string SegmentName(uint32_t uid, std::string_view group, uint64_t generation,
-                        uint64_t nonce);
+std::string SegmentName(uint32_t uid, std::string_view group, uint64_t generation, uint64_t nonce);
 // 64 unpredictable bits (getrandom). kUnavailable if the kernel has none.
 StatusOr<uint64_t> RandomNonce();
 

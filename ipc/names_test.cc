@@ -45,7 +45,8 @@ TEST(NamesTest, DeviceIdsArePrintable) {
 }
 
 TEST(NamesTest, SegmentNamesFollowTheScheme) {
-  EXPECT_EQ(SegmentName(1000, "tp0", 7, 0xabcdef12345ull), "/quickreduce-1000-tp0-7-00000abcdef12345");
+  EXPECT_EQ(SegmentName(1000, "tp0", 7, 0xabcdef12345ull),
+            "/quickreduce-1000-tp0-7-00000abcdef12345");
   EXPECT_EQ(UserPrefix(0), "/quickreduce-0-");
 }
 
@@ -57,9 +58,10 @@ TEST(NamesTest, SegmentNamesParseBack) {
   EXPECT_EQ(parts->generation, 10u);
   EXPECT_EQ(parts->nonce, ~0ull);
   for (const char* bad :
-       {"/quickreduce-7-a-1", "/quickreduce-7-a-1-00000000000000zz", "/quickreduce-x-a-1-0000000000000000",
-        "/quickreduce-7--1-0000000000000000", "/quickreduce-7-a-01-0000000000000000",
-        "/quickreduce-7-a-1-0000000000000000-host0", "quickreduce-7-a-1-0000000000000000"}) {
+       {"/quickreduce-7-a-1", "/quickreduce-7-a-1-00000000000000zz",
+        "/quickreduce-x-a-1-0000000000000000", "/quickreduce-7--1-0000000000000000",
+        "/quickreduce-7-a-01-0000000000000000", "/quickreduce-7-a-1-0000000000000000-host0",
+        "quickreduce-7-a-1-0000000000000000"}) {
     EXPECT_FALSE(ParseSegmentName(bad).has_value()) << bad;
   }
 }

@@ -15,7 +15,6 @@
 
 namespace qr::ipc {
 
-
 const char* GroupStateName(uint32_t state) {
   switch (static_cast<GroupState>(state)) {
     case GroupState::kInit:
@@ -52,7 +51,8 @@ Status GroupSegment::Lock(off_t offset, const char* what) {
   fl.l_whence = SEEK_SET;
   fl.l_start = offset;
   fl.l_len = 1;
-  if (RetryOnEintr([&] { return ::fcntl(mapping_.fd(), F_OFD_SETLK, &fl); }) == 0) return OkStatus();
+  if (RetryOnEintr([&] { return ::fcntl(mapping_.fd(), F_OFD_SETLK, &fl); }) == 0)
+    return OkStatus();
   if (errno == EAGAIN || errno == EACCES) {
     return AlreadyExistsError(std::string(what) + " of " + name() + " is held by a live process");
   }
@@ -93,7 +93,8 @@ StatusOr<std::unique_ptr<GroupSegment>> GroupSegment::Create(const CreateParams&
   // Exclusive, 0600, reserved (a full /dev/shm fails here, not with SIGBUS
   // below). The mapping owns the name until the end: anything failing on the
   // way removes it.
-  QR_ASSIGN_OR_RETURN(ShmMapping mapping, ShmMapping::Create(p.name, GroupSegmentBytes(p.world_size)));
+  QR_ASSIGN_OR_RETURN(ShmMapping mapping,
+                      ShmMapping::Create(p.name, GroupSegmentBytes(p.world_size)));
   std::memset(mapping.data(), 0, mapping.size());
   auto* h = static_cast<GroupSegmentHeader*>(mapping.data());
   h->layout_version = kGroupSegmentLayoutVersion;

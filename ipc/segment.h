@@ -69,8 +69,8 @@ struct GroupSegmentHeader {
   uint64_t failed_unix_ms;  // atomic
   char group[64];
   int32_t joined_pid[kMaxWorldSize];  // atomic; the pid holding each rank, 0 = free
-  char failure_reason[256];       // written before state becomes FAILED
-  char socket_path[112];          // the socket of the broker that owns the group
+  char failure_reason[256];           // written before state becomes FAILED
+  char socket_path[112];              // the socket of the broker that owns the group
 };
 
 struct MemberSlot {

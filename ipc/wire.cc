@@ -315,8 +315,8 @@ StatusOr<Message> DecodePayload(uint16_t type, const uint8_t* data, size_t size)
   return msg;
 }
 
-StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size,
-                                                size_t* consumed, size_t max_frame_bytes) {
+StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size, size_t* consumed,
+                                                size_t max_frame_bytes) {
   *consumed = 0;
   // Check the magic as soon as it is there so garbage is refused before the
   // peer has sent a whole header.
@@ -337,11 +337,11 @@ StatusOr<std::optional<Message>> TryDecodeFrame(const uint8_t* data, size_t size
   }
   const size_t limit = std::min(max_frame_bytes, kMaxFrameBytes);
   if (payload > limit - kFrameHeaderBytes) {
-    return InvalidArgumentError("frame of " + std::to_string(payload + size_t{kFrameHeaderBytes}) +
-                                " bytes over the " +
-                                (limit == kMaxFrameBytes ? std::string("64 KiB")
-                                                         : std::to_string(limit) + "-byte request") +
-                                " limit");
+    return InvalidArgumentError(
+        "frame of " + std::to_string(payload + size_t{kFrameHeaderBytes}) + " bytes over the " +
+        (limit == kMaxFrameBytes ? std::string("64 KiB")
+                                 : std::to_string(limit) + "-byte request") +
+        " limit");
   }
   if (size - kFrameHeaderBytes < payload) return std::optional<Message>();
   QR_ASSIGN_OR_RETURN(Message m, DecodePayload(type, data + kFrameHeaderBytes, payload));

@@ -4,9 +4,9 @@
 #include <random>
 
 #include "common/status_macros.h"
-#include "ipc/names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ipc/names.h"
 #include "tests/util/status_matchers.h"
 
 namespace qr::ipc {

@@ -168,8 +168,7 @@ void DecodeAtomRow(Codec codec, DType work, const uint8_t* wire, float* values) 
   }
 }
 
-void EncodeSpan(Codec codec, DType work, const uint16_t* values, int64_t num_elems,
-                uint8_t* wire) {
+void EncodeSpan(Codec codec, DType work, const uint16_t* values, int64_t num_elems, uint8_t* wire) {
   QR_DCHECK(num_elems % kAtomRowElems == 0);
   const int64_t row_bytes = AtomRowWireBytes(codec);
   for (int64_t r = 0; r < num_elems / kAtomRowElems; ++r) {

@@ -35,8 +35,7 @@ uint16_t BlockScaleBits(DType work, const uint16_t* values);
 // Encodes `num_elems` values (a multiple of 2048) into
 // WireBytes(codec, num_elems) bytes at `wire`. Inputs and output must not
 // overlap.
-void EncodeSpan(Codec codec, DType work, const uint16_t* values, int64_t num_elems,
-                uint8_t* wire);
+void EncodeSpan(Codec codec, DType work, const uint16_t* values, int64_t num_elems, uint8_t* wire);
 
 // Decodes WireBytes(codec, num_elems) bytes into `num_elems` fp32 values
 // (exact decoded values, before any narrowing).

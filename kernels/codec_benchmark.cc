@@ -82,7 +82,11 @@ void CodecArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Encode)->Apply(CodecArgs)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decode)->Apply(CodecArgs)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReferenceAllReduce)
-    ->Args({0, 2})->Args({3, 2})->Args({4, 2})->Args({1, 8})->Args({3, 8})
+    ->Args({0, 2})
+    ->Args({3, 2})
+    ->Args({4, 2})
+    ->Args({1, 8})
+    ->Args({3, 8})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

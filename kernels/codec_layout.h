@@ -40,10 +40,10 @@ namespace qr::kernels {
 inline constexpr int kBlockElems = 32;
 inline constexpr int kAtomElems = 8;
 inline constexpr int kAtomBytes = 16;
-inline constexpr int kAtomsPerBlock = kBlockElems / kAtomElems;    // 4 threads per scale
+inline constexpr int kAtomsPerBlock = kBlockElems / kAtomElems;  // 4 threads per scale
 inline constexpr int kAtomRowAtoms = 256;
-inline constexpr int kAtomRowElems = kAtomRowAtoms * kAtomElems;   // 2048
-inline constexpr int kAtomRowBlocks = kAtomRowElems / kBlockElems; // 64
+inline constexpr int kAtomRowElems = kAtomRowAtoms * kAtomElems;    // 2048
+inline constexpr int kAtomRowBlocks = kAtomRowElems / kBlockElems;  // 64
 inline constexpr int kScaleBytes = 2;
 static_assert(kAtomBytes == kMessageAlignBytes, "a message is whole atoms");
 
@@ -54,7 +54,7 @@ constexpr int CodeBias(Codec codec) {
 
 // Blocks whose largest magnitude is below 2^-100 are sent as zero (only bf16
 // can hold such values; it keeps d and 1/d normal fp32 numbers).
-inline constexpr float kNegligibleAbsmax = 7.88860905e-31f;  // 2^-100
+inline constexpr float kNegligibleAbsmax = 7.88860905e-31f;    // 2^-100
 inline constexpr uint16_t kBf16NegligibleAbsmaxBits = 0x0D80;  // 2^-100 in bf16
 
 // The fp32 constant c = 1 / (Q - 0.5) rounded to nearest, as bits (written
@@ -62,11 +62,16 @@ inline constexpr uint16_t kBf16NegligibleAbsmaxBits = 0x0D80;  // 2^-100 in bf16
 // device); 0 for kFp.
 constexpr uint32_t ScaleFactorBits(Codec codec) {
   switch (codec) {
-    case Codec::kInt8: return 0x3C008081u;  // 1/127.5
-    case Codec::kInt6: return 0x3D020821u;  // 1/31.5
-    case Codec::kInt4: return 0x3E088889u;  // 1/7.5
-    case Codec::kInt3: return 0x3E924925u;  // 1/3.5
-    case Codec::kFp: break;
+    case Codec::kInt8:
+      return 0x3C008081u;  // 1/127.5
+    case Codec::kInt6:
+      return 0x3D020821u;  // 1/31.5
+    case Codec::kInt4:
+      return 0x3E088889u;  // 1/7.5
+    case Codec::kInt3:
+      return 0x3E924925u;  // 1/3.5
+    case Codec::kFp:
+      break;
   }
   return 0;
 }
@@ -75,9 +80,12 @@ constexpr uint32_t ScaleFactorBits(Codec codec) {
 // bits, INT3's top bit) in a second one after it.
 constexpr int LowPlaneBits(Codec codec) {
   switch (codec) {
-    case Codec::kInt6: return 4;
-    case Codec::kInt3: return 2;
-    default: return CodecBits(codec);
+    case Codec::kInt6:
+      return 4;
+    case Codec::kInt3:
+      return 2;
+    default:
+      return CodecBits(codec);
   }
 }
 constexpr bool HasHighPlane(Codec codec) { return LowPlaneBits(codec) != CodecBits(codec); }

@@ -19,7 +19,8 @@ constexpr Codec kIntCodecs[] = {Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec:
 uint16_t H(double v) { return FloatToHalf(static_cast<float>(v)); }
 
 uint32_t U32At(const std::vector<uint8_t>& w, int64_t off) {
-  return w[off] | (w[off + 1] << 8) | (w[off + 2] << 16) | (static_cast<uint32_t>(w[off + 3]) << 24);
+  return w[off] | (w[off + 1] << 8) | (w[off + 2] << 16) |
+         (static_cast<uint32_t>(w[off + 3]) << 24);
 }
 uint16_t U16At(const std::vector<uint8_t>& w, int64_t off) {
   return static_cast<uint16_t>(w[off] | (w[off + 1] << 8));
@@ -62,9 +63,9 @@ std::vector<uint8_t> EncodeFirstAtom(Codec codec, const std::vector<double>& ato
 TEST(CodecTest, GoldenLayoutInt4) {
   const auto w = EncodeFirstAtom(Codec::kInt4, {-7, -2.5, -0.5, 0, 0.5, 1.5, 7, 7.5});
   EXPECT_EQ(U32At(w, 0), 0xFFA88861u);
-  EXPECT_EQ(U32At(w, 4), 0x88888888u);      // atom 1: zeros -> code Q
-  EXPECT_EQ(U16At(w, 1024), 0x4780);        // scale of block 0 = 7.5
-  EXPECT_EQ(U16At(w, 1026), 0x0000);        // block 1 is all zero
+  EXPECT_EQ(U32At(w, 4), 0x88888888u);  // atom 1: zeros -> code Q
+  EXPECT_EQ(U16At(w, 1024), 0x4780);    // scale of block 0 = 7.5
+  EXPECT_EQ(U16At(w, 1026), 0x0000);    // block 1 is all zero
   std::vector<float> out(kAtomRowElems);
   DecodeAtomRow(Codec::kInt4, DType::kFloat16, w.data(), out.data());
   const float expected[] = {-7, -2, 0, 0, 0, 2, 7, 7};
@@ -82,20 +83,20 @@ TEST(CodecTest, GoldenLayoutInt8) {
 
 TEST(CodecTest, GoldenLayoutInt6) {
   const auto w = EncodeFirstAtom(Codec::kInt6, {-31, -17, -1, 0, 1, 16, 30, 31.5});
-  EXPECT_EQ(U32At(w, 0), 0xFE010FF1u);   // low 4 bits
-  EXPECT_EQ(U16At(w, 1024), 0xFE90);     // high 2 bits
-  EXPECT_EQ(U32At(w, 4), 0x00000000u);   // zero code 32 = low 0, high 2
+  EXPECT_EQ(U32At(w, 0), 0xFE010FF1u);  // low 4 bits
+  EXPECT_EQ(U16At(w, 1024), 0xFE90);    // high 2 bits
+  EXPECT_EQ(U32At(w, 4), 0x00000000u);  // zero code 32 = low 0, high 2
   EXPECT_EQ(U16At(w, 1026), 0xAAAA);
-  EXPECT_EQ(U16At(w, 1536), 0x4FE0);     // 31.5
+  EXPECT_EQ(U16At(w, 1536), 0x4FE0);  // 31.5
 }
 
 TEST(CodecTest, GoldenLayoutInt3) {
   const auto w = EncodeFirstAtom(Codec::kInt3, {-3, -2, -1, 0, 1, 2, 3, 3.5});
-  EXPECT_EQ(U16At(w, 0), 0xF939);        // low 2 bits
-  EXPECT_EQ(w[512], 0xF8);               // high bit
-  EXPECT_EQ(U16At(w, 2), 0x0000);        // zero code 4 = low 0, high 1
+  EXPECT_EQ(U16At(w, 0), 0xF939);  // low 2 bits
+  EXPECT_EQ(w[512], 0xF8);         // high bit
+  EXPECT_EQ(U16At(w, 2), 0x0000);  // zero code 4 = low 0, high 1
   EXPECT_EQ(w[513], 0xFF);
-  EXPECT_EQ(U16At(w, 768), 0x4300);      // 3.5
+  EXPECT_EQ(U16At(w, 768), 0x4300);  // 3.5
 }
 
 TEST(CodecTest, FpIsRawBits) {
@@ -190,14 +191,13 @@ TEST_P(CodecBoundTest, AdversarialBlocksWithinBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    IntCodecs, CodecBoundTest,
-    ::testing::Combine(::testing::ValuesIn(kIntCodecs),
-                       ::testing::Values(DType::kFloat16, DType::kBFloat16)),
-    [](const auto& info) {
-      return std::string(CodecName(std::get<0>(info.param))) + "_" +
-             DTypeName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(IntCodecs, CodecBoundTest,
+                         ::testing::Combine(::testing::ValuesIn(kIntCodecs),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16)),
+                         [](const auto& info) {
+                           return std::string(CodecName(std::get<0>(info.param))) + "_" +
+                                  DTypeName(std::get<1>(info.param));
+                         });
 
 TEST(CodecTest, FpRoundTripIsExact) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
@@ -213,8 +213,8 @@ TEST(CodecTest, FpRoundTripIsExact) {
 TEST(CodecTest, NonFiniteValuePoisonsOnlyItsBlock) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (Codec codec : kIntCodecs) {
-      for (uint16_t bad : {InfBits(dtype), static_cast<uint16_t>(0x8000 | InfBits(dtype)),
-                           CanonicalNaN(dtype)}) {
+      for (uint16_t bad :
+           {InfBits(dtype), static_cast<uint16_t>(0x8000 | InfBits(dtype)), CanonicalNaN(dtype)}) {
         std::vector<uint16_t> values(kAtomRowElems, FromFloat(dtype, 1.5f));
         values[32 + 9] = bad;  // block 1
         std::vector<uint8_t> wire(AtomRowWireBytes(codec));

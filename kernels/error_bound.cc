@@ -22,9 +22,7 @@ struct Format {
 constexpr Format kFp16Format{0x1p-11, 0x1p-25, 65504.0};
 constexpr Format kBf16Format{0x1p-8, 0x1p-134, 3.3895313892515355e38};
 
-const Format& FormatOf(DType dtype) {
-  return dtype == DType::kFloat16 ? kFp16Format : kBf16Format;
-}
+const Format& FormatOf(DType dtype) { return dtype == DType::kFloat16 ? kFp16Format : kBf16Format; }
 
 }  // namespace
 
@@ -36,8 +34,7 @@ double QuantizationErrorBound(Codec codec, double block_absmax) {
 }
 
 double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
-                         const double* block_absmax, const double* element_abs,
-                         double exact_sum) {
+                         const double* block_absmax, const double* element_abs, double exact_sum) {
   const DType work = WorkDType(dtype, cast_bf16_to_fp16);
   const bool cast = work != dtype;
   const Format& w = FormatOf(work);
@@ -49,8 +46,8 @@ double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int w
     double x = element_abs[r];
     if (cast) {
       // Saturation plus one fp16 rounding of this element.
-      total += std::max(0.0, x - kFp16Format.max) +
-               kFp16Format.rel * std::min(x, kFp16Format.max) + kFp16Format.abs;
+      total += std::max(0.0, x - kFp16Format.max) + kFp16Format.rel * std::min(x, kFp16Format.max) +
+               kFp16Format.abs;
       a = std::min(kFp16Format.max, a * (1.0 + kFp16Format.rel) + kFp16Format.abs);
       x = std::min(kFp16Format.max, x * (1.0 + kFp16Format.rel) + kFp16Format.abs);
     }
@@ -118,8 +115,9 @@ void ForEachElementBound(const TwoShotParams& p, const uint16_t* const* inputs, 
         exact += v;
         element_abs[r] = std::fabs(v);
       }
-      visit(i, TwoShotErrorBound(p.codec, p.dtype, p.cast_bf16_to_fp16, ws, block_absmax,
-                                 element_abs, exact),
+      visit(i,
+            TwoShotErrorBound(p.codec, p.dtype, p.cast_bf16_to_fp16, ws, block_absmax, element_abs,
+                              exact),
             exact);
     }
   }

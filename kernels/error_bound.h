@@ -27,17 +27,16 @@ double QuantizationErrorBound(Codec codec, double block_absmax);
 // Inputs are in p.dtype units (before any cast). Valid whenever the fp32 sums
 // do not overflow (always for fp16 data; |sum| < 3.4e38 for bf16).
 double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
-                         const double* block_absmax, const double* element_abs,
-                         double exact_sum);
+                         const double* block_absmax, const double* element_abs, double exact_sum);
 
 // Result of checking a whole all-reduce output against the bound.
 struct BoundCheck {
-  double max_error = 0;        // max |output - exact_sum|
-  double max_ratio = 0;        // max |output - exact_sum| / bound (0/0 counts 0)
-  int64_t worst_index = -1;    // element with max_ratio
-  int64_t violations = 0;      // elements with error > bound
-  int64_t skipped = 0;         // elements whose block holds inf/NaN in some rank
-  double sum_error = 0;        // sum of |output - exact_sum| (for mean errors)
+  double max_error = 0;      // max |output - exact_sum|
+  double max_ratio = 0;      // max |output - exact_sum| / bound (0/0 counts 0)
+  int64_t worst_index = -1;  // element with max_ratio
+  int64_t violations = 0;    // elements with error > bound
+  int64_t skipped = 0;       // elements whose block holds inf/NaN in some rank
+  double sum_error = 0;      // sum of |output - exact_sum| (for mean errors)
 };
 
 // Checks `output` (p.num_elems values of p.dtype) against the bound for every

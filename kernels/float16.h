@@ -23,8 +23,8 @@ namespace qr::kernels {
 
 inline constexpr uint16_t kFp16CanonicalNaN = 0x7E00;
 inline constexpr uint16_t kBf16CanonicalNaN = 0x7FC0;
-inline constexpr uint16_t kFp16Max = 0x7BFF;   // 65504
-inline constexpr uint16_t kBf16Max = 0x7F7F;   // 3.38953139e38
+inline constexpr uint16_t kFp16Max = 0x7BFF;  // 65504
+inline constexpr uint16_t kBf16Max = 0x7F7F;  // 3.38953139e38
 inline constexpr uint16_t kFp16Inf = 0x7C00;
 inline constexpr uint16_t kBf16Inf = 0x7F80;
 inline constexpr float kFp16MaxValue = 65504.0f;
@@ -115,9 +115,7 @@ inline uint16_t FromFloat(DType dtype, float f) {
 
 // Both formats keep the sign in bit 15 and order magnitudes like unsigned
 // integers; a magnitude >= InfBits(dtype) is inf or NaN.
-constexpr uint16_t InfBits(DType dtype) {
-  return dtype == DType::kFloat16 ? kFp16Inf : kBf16Inf;
-}
+constexpr uint16_t InfBits(DType dtype) { return dtype == DType::kFloat16 ? kFp16Inf : kBf16Inf; }
 constexpr uint16_t CanonicalNaN(DType dtype) {
   return dtype == DType::kFloat16 ? kFp16CanonicalNaN : kBf16CanonicalNaN;
 }

@@ -74,9 +74,9 @@ TEST(Float16Test, FloatToHalfSaturatesFiniteAndKeepsInfNan) {
 
 TEST(Float16Test, FloatToHalfSubnormalsAndTies) {
   EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);
-  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);      // tie -> even (0)
-  EXPECT_EQ(FloatToHalf(0x1.8p-24f), 0x0002);    // tie 1.5 -> 2
-  EXPECT_EQ(FloatToHalf(0x1.4p-23f), 0x0002);    // 2.5 -> 2
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);    // tie -> even (0)
+  EXPECT_EQ(FloatToHalf(0x1.8p-24f), 0x0002);  // tie 1.5 -> 2
+  EXPECT_EQ(FloatToHalf(0x1.4p-23f), 0x0002);  // 2.5 -> 2
   EXPECT_EQ(FloatToHalf(0x1.000002p-25f), 0x0001);
   EXPECT_EQ(FloatToHalf(-0x1p-24f), 0x8001);
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);

@@ -31,9 +31,7 @@ inline constexpr int64_t kTileSlotBytes = kTileBytes;  // wire bytes of a tile, 
 static_assert(kTileElems % (int64_t{kMaxWorldSize} * kAtomRowElems) == 0,
               "every world size's shard is whole atom rows");
 
-constexpr int64_t NumTiles(int64_t num_elems) {
-  return (num_elems + kTileElems - 1) / kTileElems;
-}
+constexpr int64_t NumTiles(int64_t num_elems) { return (num_elems + kTileElems - 1) / kTileElems; }
 constexpr int64_t ShardElems(int world_size) { return kTileElems / world_size; }
 constexpr int64_t ShardWireBytes(Codec codec, int world_size) {
   return WireBytes(codec, ShardElems(world_size));

@@ -13,8 +13,8 @@ Status ValidateOneShotParams(const TwoShotParams& p) {
   if (p.num_elems > OneShotMaxElems(p.world_size)) {
     return InvalidArgumentError("one-shot takes at most " +
                                 std::to_string(OneShotMaxElems(p.world_size)) +
-                                " values at world size " + std::to_string(p.world_size) +
-                                ", got " + std::to_string(p.num_elems));
+                                " values at world size " + std::to_string(p.world_size) + ", got " +
+                                std::to_string(p.num_elems));
   }
   return OkStatus();
 }

@@ -51,7 +51,7 @@ std::vector<std::vector<uint16_t>> Inputs(const TwoShotParams& p, uint64_t seed)
 }
 
 std::vector<std::vector<uint16_t>> AllReduce(bool one_shot, const TwoShotParams& p,
-                                       const std::vector<std::vector<uint16_t>>& in) {
+                                             const std::vector<std::vector<uint16_t>>& in) {
   std::vector<std::vector<uint16_t>> out(p.world_size, std::vector<uint16_t>(p.num_elems, 0x1234));
   std::vector<const uint16_t*> ins;
   std::vector<uint16_t*> outs;
@@ -116,9 +116,9 @@ TEST(OneShotReferenceTest, InPlace) {
   const auto want = AllReduce(true, p, in);
   std::vector<uint16_t*> ptrs;
   for (auto& v : in) ptrs.push_back(v.data());
-  ASSERT_TRUE(ReferenceOneShotAllReduce(p, const_cast<const uint16_t* const*>(ptrs.data()),
-                                        ptrs.data())
-                  .ok());
+  ASSERT_TRUE(
+      ReferenceOneShotAllReduce(p, const_cast<const uint16_t* const*>(ptrs.data()), ptrs.data())
+          .ok());
   EXPECT_EQ(in, want);
 }
 
@@ -128,7 +128,8 @@ TEST(OneShotReferenceTest, RejectsWhatDoesNotFit) {
     EXPECT_THAT(ValidateOneShotParams(Params(ws, kModes[0], OneShotMaxElems(ws) + 8)),
                 StatusIs(StatusCode::kInvalidArgument));
   }
-  EXPECT_THAT(ValidateOneShotParams(Params(3, kModes[0], 8)), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateOneShotParams(Params(3, kModes[0], 8)),
+              StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(ValidateOneShotParams(Params(2, kModes[0], 12)),
               StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(OneShotMaxElems(2) * 2 * 2, kOneShotRegionBytes);

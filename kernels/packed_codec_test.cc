@@ -87,9 +87,7 @@ uint16_t ExactRn16(bool negative, int128 num, int128 den, int exp2) {
 }
 
 // sign * m * 2^e for a signed integer m.
-uint16_t ExactRn16(int128 m, int e) {
-  return ExactRn16(m < 0, m < 0 ? -m : m, 1, e);
-}
+uint16_t ExactRn16(int128 m, int e) { return ExactRn16(m < 0, m < 0 ? -m : m, 1, e); }
 
 TEST(PackedCodecTest, MultiplierIsTheLargest11BitNumberStrictlyBelowKOverA) {
   for (Codec codec : kPackedCodecs) {
@@ -190,8 +188,8 @@ TEST(PackedCodecTest, DecodeIsOneRoundingOfTheExactProduct) {
     for (uint16_t d = 1; d <= kMaxFinite; ++d) {
       const Exact ed = ExactHalf(d);
       for (int u = 1; u <= 2 * q - 1; ++u) {
-        const uint16_t want = ExactRn16(static_cast<int128>(u - q) * ed.significand,
-                                        ed.exponent - ScaleShift(codec));
+        const uint16_t want =
+            ExactRn16(static_cast<int128>(u - q) * ed.significand, ed.exponent - ScaleShift(codec));
         ASSERT_EQ(Decode(codec, u, d), want) << CodecName(codec) << " d=" << d << " u=" << u;
       }
     }
@@ -206,7 +204,8 @@ TEST(PackedCodecTest, FusedReduceIsOneRoundingOfTheExactSum) {
   for (Codec codec : kPackedCodecs) {
     const int q = CodeBias(codec);
     for (int trial = 0; trial < 40; ++trial) {
-      const int u1 = trial < 2 ? (trial == 0 ? 1 : 2 * q - 1) : 1 + static_cast<int>(rng() % (2 * q - 1));
+      const int u1 =
+          trial < 2 ? (trial == 0 ? 1 : 2 * q - 1) : 1 + static_cast<int>(rng() % (2 * q - 1));
       const uint16_t d1 = trial < 2 ? kMaxFinite : static_cast<uint16_t>(1 + rng() % kMaxFinite);
       const Exact ed = ExactHalf(d1);
       for (uint32_t bits = 0; bits <= 0xFBFF; ++bits) {

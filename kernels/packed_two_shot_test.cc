@@ -105,8 +105,8 @@ TEST(PackedTwoShotTest, EveryElementWithinTheBoundAndErrorsLikeTodaysCodecs) {
     std::vector<uint16_t> out(n);
     TwoShotValues(c.codec, c.dtype, c.world_size, ptrs.data(), n, out.data());
     const Errors packed = Measure(c, in, out, /*bound=*/true);
-    const std::string name = std::string(CodecName(c.codec)) + " " + DTypeName(c.dtype) +
-                             " ws" + std::to_string(c.world_size);
+    const std::string name = std::string(CodecName(c.codec)) + " " + DTypeName(c.dtype) + " ws" +
+                             std::to_string(c.world_size);
     EXPECT_EQ(packed.over, 0) << name;
     EXPECT_GT(packed.worst_ratio, 0.8) << name << ": the bound should be nearly reached";
     // Today's codec (fp32 arithmetic, the same blocks) on uniform data in

@@ -15,8 +15,7 @@ uint16_t Round(DType dtype, double v, double limit) {
 
 }  // namespace
 
-void FillRandomBlocks(DType dtype, std::mt19937_64& rng, double limit, uint16_t* out,
-                      int64_t n) {
+void FillRandomBlocks(DType dtype, std::mt19937_64& rng, double limit, uint16_t* out, int64_t n) {
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int> shape_dist(0, 9);
@@ -30,13 +29,30 @@ void FillRandomBlocks(DType dtype, std::mt19937_64& rng, double limit, uint16_t*
     for (int j = 0; j < 32; ++j) {
       double v = 0;
       switch (shape) {
-        case 0: case 1: case 2: v = uni(rng) * scale; break;
-        case 3: case 4: v = normal(rng) * scale; break;
-        case 5: v = (j == 7 ? 1000.0 : uni(rng)) * scale; break;          // outlier
-        case 6: v = (j % 5 == 0 ? uni(rng) : 0.0) * scale; break;          // sparse
-        case 7: v = (j % 2 == 0 ? 1.0 : -1.0) * scale * (1 + uni(rng) / 4); break;
-        case 8: v = (uni(rng) < 0 ? -max : max) * (j % 3 == 0 ? 1.0 : uni(rng)); break;
-        default: v = uni(rng) * (fp16 ? 0x1p-14 : 0x1p-126); break;       // subnormal
+        case 0:
+        case 1:
+        case 2:
+          v = uni(rng) * scale;
+          break;
+        case 3:
+        case 4:
+          v = normal(rng) * scale;
+          break;
+        case 5:
+          v = (j == 7 ? 1000.0 : uni(rng)) * scale;
+          break;  // outlier
+        case 6:
+          v = (j % 5 == 0 ? uni(rng) : 0.0) * scale;
+          break;  // sparse
+        case 7:
+          v = (j % 2 == 0 ? 1.0 : -1.0) * scale * (1 + uni(rng) / 4);
+          break;
+        case 8:
+          v = (uni(rng) < 0 ? -max : max) * (j % 3 == 0 ? 1.0 : uni(rng));
+          break;
+        default:
+          v = uni(rng) * (fp16 ? 0x1p-14 : 0x1p-126);
+          break;  // subnormal
       }
       out[b + j] = Round(dtype, v, limit);
     }
@@ -58,27 +74,29 @@ std::vector<std::vector<uint16_t>> AdversarialBlocks(DType dtype) {
     for (int j = 0; j < 32; ++j) block[j] = Round(dtype, fn(j), 0);
     blocks.push_back(block);
   };
-  add([](int) { return 0.0; });                                          // all zeros
-  add([](int j) { return j == 0 ? -0.0 : 0.0; });                        // signed zero
-  add([&](int j) { return j == 13 ? (fp16 ? 60000.0 : 1e30) : 1e-3 * (j - 16); });  // huge among tiny
+  add([](int) { return 0.0; });                    // all zeros
+  add([](int j) { return j == 0 ? -0.0 : 0.0; });  // signed zero
+  add([&](int j) {
+    return j == 13 ? (fp16 ? 60000.0 : 1e30) : 1e-3 * (j - 16);
+  });  // huge among tiny
   add([&](int j) { return j == 13 ? -(fp16 ? 60000.0 : 1e30) : 1e-3 * (j - 16); });
-  add([](int j) { return 9.9e-5 * std::sin(j + 1.0); });                 // max below 1e-4
-  add([](int j) { return 1.2e-5 * ((j % 7) - 3); });                     // tiny (fp16 cliff zone)
-  add([&](int j) { return j % 2 == 0 ? max : -max; });                   // ±max alternating
+  add([](int j) { return 9.9e-5 * std::sin(j + 1.0); });  // max below 1e-4
+  add([](int j) { return 1.2e-5 * ((j % 7) - 3); });      // tiny (fp16 cliff zone)
+  add([&](int j) { return j % 2 == 0 ? max : -max; });    // ±max alternating
   add([&](int j) { return j < 16 ? max : -max; });
   add([&](int j) { return -max * (j + 1) / 32.0; });
-  add([&](int j) { return j == 31 ? -max : max * 0.999; });              // negative extreme
-  add([](int j) { return j % 2 == 0 ? 1.0 : -1.0; });                    // alternating signs
+  add([&](int j) { return j == 31 ? -max : max * 0.999; });  // negative extreme
+  add([](int j) { return j % 2 == 0 ? 1.0 : -1.0; });        // alternating signs
   add([](int j) { return (j % 2 == 0 ? 1.0 : -1.0) * (j + 1); });
-  add([&](int j) { return tiny * (j - 16); });                           // subnormals
+  add([&](int j) { return tiny * (j - 16); });  // subnormals
   add([&](int j) { return fp16 ? 0x1p-14 * (j - 16) / 32.0 : 0x1p-126 * (j - 16) / 32.0; });
-  add([&](int j) { return j == 5 ? 1.0 : tiny; });                       // subnormals + normal
-  add([](int j) { return 1.0 + j * 0x1p-10; });                          // constant-ish
-  add([](int) { return -3.0; });                                         // constant negative
+  add([&](int j) { return j == 5 ? 1.0 : tiny; });  // subnormals + normal
+  add([](int j) { return 1.0 + j * 0x1p-10; });     // constant-ish
+  add([](int) { return -3.0; });                    // constant negative
   if (!fp16) {
-    add([](int j) { return 0x1p-101 * (j - 16); });                      // below 2^-100
-    add([](int j) { return 0x1p-100 * (j - 16) / 16.0; });               // straddles 2^-100
-    add([](int j) { return 1e38 * std::cos(j); });                       // huge bf16
+    add([](int j) { return 0x1p-101 * (j - 16); });         // below 2^-100
+    add([](int j) { return 0x1p-100 * (j - 16) / 16.0; });  // straddles 2^-100
+    add([](int j) { return 1e38 * std::cos(j); });          // huge bf16
   }
   return blocks;
 }

@@ -18,8 +18,7 @@ namespace qr::kernels::testing {
 // use the extremes (±65504 for fp16, subnormals). Every value is clamped to
 // [-limit, limit] before rounding (limit <= 0: the format's largest finite
 // value), so the data is always finite.
-void FillRandomBlocks(DType dtype, std::mt19937_64& rng, double limit, uint16_t* out,
-                      int64_t n);
+void FillRandomBlocks(DType dtype, std::mt19937_64& rng, double limit, uint16_t* out, int64_t n);
 
 // Uniform values in [-1, 1] (rounded to dtype).
 void FillUniform(DType dtype, std::mt19937_64& rng, uint16_t* out, int64_t n);

@@ -92,8 +92,8 @@ constexpr Golden kGolden[] = {
 TEST(TwoShotGoldenTest, OutputsMatchPinnedDigests) {
   for (const Golden& g : kGolden) {
     const uint64_t d = Digest(g.ws, g.codec, g.dtype, g.cast);
-    EXPECT_EQ(d, g.digest) << "ws" << g.ws << " " << CodecName(g.codec) << " "
-                           << DTypeName(g.dtype) << (g.cast ? " cast" : "");
+    EXPECT_EQ(d, g.digest) << "ws" << g.ws << " " << CodecName(g.codec) << " " << DTypeName(g.dtype)
+                           << (g.cast ? " cast" : "");
   }
 }
 
@@ -104,9 +104,11 @@ TEST(TwoShotGoldenTest, ScaleFactorsAreTheNearestFloats) {
     const float below = BitsToFloat(FloatBits(f) - 1);
     const float above = BitsToFloat(FloatBits(f) + 1);
     EXPECT_LT(std::fabs(static_cast<long double>(f) - exact),
-              std::fabs(static_cast<long double>(below) - exact)) << CodecName(c);
+              std::fabs(static_cast<long double>(below) - exact))
+        << CodecName(c);
     EXPECT_LT(std::fabs(static_cast<long double>(f) - exact),
-              std::fabs(static_cast<long double>(above) - exact)) << CodecName(c);
+              std::fabs(static_cast<long double>(above) - exact))
+        << CodecName(c);
   }
 }
 

@@ -37,14 +37,15 @@ Status ValidateTwoShotParams(const TwoShotParams& p) {
     return InvalidArgumentError("INT3 needs world size 2, got " + std::to_string(p.world_size));
   }
   if (p.num_elems < 0 || !IsWholeMessageUnits(static_cast<uint64_t>(p.num_elems) * 2)) {
-    return InvalidArgumentError("element count must be a non-negative multiple of 8 (16 bytes), got " +
-                                std::to_string(p.num_elems));
+    return InvalidArgumentError(
+        "element count must be a non-negative multiple of 8 (16 bytes), got " +
+        std::to_string(p.num_elems));
   }
   return OkStatus();
 }
 
 void EncodeInputShard(const TwoShotParams& p, const uint16_t* input, int64_t tile, int shard,
-                        uint8_t* wire) {
+                      uint8_t* wire) {
   const DType work = WorkDType(p.dtype, p.cast_bf16_to_fp16);
   const int64_t shard_elems = ShardElems(p.world_size);
   const int64_t base = tile * kTileElems + shard * shard_elems;
@@ -76,12 +77,12 @@ void ReduceShard(const TwoShotParams& p, const uint8_t* const* received, uint16_
 }
 
 void EncodeReducedShard(const TwoShotParams& p, const uint16_t* reduced, uint8_t* wire) {
-  EncodeSpan(p.codec, WorkDType(p.dtype, p.cast_bf16_to_fp16), reduced,
-             ShardElems(p.world_size), wire);
+  EncodeSpan(p.codec, WorkDType(p.dtype, p.cast_bf16_to_fp16), reduced, ShardElems(p.world_size),
+             wire);
 }
 
 void DecodeOutputShard(const TwoShotParams& p, const uint8_t* wire, int64_t tile, int shard,
-                         uint16_t* output) {
+                       uint16_t* output) {
   const DType work = WorkDType(p.dtype, p.cast_bf16_to_fp16);
   const bool cast_back = work != p.dtype;
   const int64_t shard_elems = ShardElems(p.world_size);
@@ -114,8 +115,7 @@ Status ReferenceAllReduce(const TwoShotParams& p, const uint16_t* const* inputs,
   for (int64_t tile = 0; tile < NumTiles(p.num_elems); ++tile) {
     for (int src = 0; src < ws; ++src) {
       for (int dst = 0; dst < ws; ++dst) {
-        EncodeInputShard(p, inputs[src], tile, dst,
-                           phase0.data() + (dst * ws + src) * shard_wire);
+        EncodeInputShard(p, inputs[src], tile, dst, phase0.data() + (dst * ws + src) * shard_wire);
       }
     }
     // Phase 2's data is the same for every receiver, so one copy per owner.

@@ -39,11 +39,11 @@ namespace qr::kernels {
 
 // What a call reduces. Trivially copyable; the same on every rank.
 struct TwoShotParams {
-  int world_size = 2;           // 2, 4 or 8
-  Codec codec = Codec::kFp;     // kInt3 only with world_size 2
+  int world_size = 2;        // 2, 4 or 8
+  Codec codec = Codec::kFp;  // kInt3 only with world_size 2
   DType dtype = DType::kFloat16;
   bool cast_bf16_to_fp16 = false;  // only meaningful for kBFloat16
-  int64_t num_elems = 0;        // values per rank; a multiple of 8 (16 bytes)
+  int64_t num_elems = 0;           // values per rank; a multiple of 8 (16 bytes)
 };
 
 // kInvalidArgument naming the problem: world size not 2/4/8, codec or dtype out
@@ -66,8 +66,8 @@ constexpr int64_t RecvOffset(int64_t num_slots, int64_t slot, int phase, int sou
 // (p.num_elems values of p.dtype) into ShardWireBytes(p.codec,
 // p.world_size) bytes at `wire`, for rank `shard`. Values past num_elems
 // encode as +0; bf16 is cast to fp16 (saturating) first when p asks for it.
-void EncodeInputShard(const TwoShotParams& p, const uint16_t* input, int64_t tile,
-                        int shard, uint8_t* wire);
+void EncodeInputShard(const TwoShotParams& p, const uint16_t* input, int64_t tile, int shard,
+                      uint8_t* wire);
 
 // Phase 1 reduce: decodes the world_size encodings `received[0..ws-1]`
 // (received[s] = what source rank s sent, each ShardWireBytes long) to fp32,
@@ -84,7 +84,7 @@ void EncodeReducedShard(const TwoShotParams& p, const uint16_t* reduced, uint8_t
 // p.num_elems into `output` (p.dtype): decoded fp32 -> work dtype
 // (saturating RNE) -> bf16 (RNE) when casting.
 void DecodeOutputShard(const TwoShotParams& p, const uint8_t* wire, int64_t tile, int shard,
-                         uint16_t* output);
+                       uint16_t* output);
 
 // All ranks in one process: inputs[r] / outputs[r] hold p.num_elems values of
 // rank r (outputs[r] may equal inputs[r]). Built only from the step functions

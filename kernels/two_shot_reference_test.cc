@@ -153,8 +153,8 @@ std::vector<Combo> AllCombos() {
 }
 
 std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-         CodecName(std::get<1>(info.param)) + "_" + ModeName(std::get<2>(info.param));
+  return "ws" + std::to_string(std::get<0>(info.param)) + "_" + CodecName(std::get<1>(info.param)) +
+         "_" + ModeName(std::get<2>(info.param));
 }
 
 class TwoShotTest : public ::testing::TestWithParam<Combo> {};
@@ -209,20 +209,22 @@ TEST_P(TwoShotTest, StepFunctionsOverReceiveBuffersMatchReference) {
     for (int me = 0; me < ws; ++me) {
       for (int s = 0; s < ws; ++s) {
         EncodeInputShard(p, in[me].data(), tile, s,
-                           recv[s].data() + RecvOffset(slots, slot, 0, me, ws));
+                         recv[s].data() + RecvOffset(slots, slot, 0, me, ws));
       }
     }
     for (int me = 0; me < ws; ++me) {
-      for (int s = 0; s < ws; ++s) received[s] = recv[me].data() + RecvOffset(slots, slot, 0, s, ws);
+      for (int s = 0; s < ws; ++s)
+        received[s] = recv[me].data() + RecvOffset(slots, slot, 0, s, ws);
       ReduceShard(p, received.data(), reduced.data());
       for (int dst = 0; dst < ws; ++dst) {
-        EncodeReducedShard(p, reduced.data(), recv[dst].data() + RecvOffset(slots, slot, 1, me, ws));
+        EncodeReducedShard(p, reduced.data(),
+                           recv[dst].data() + RecvOffset(slots, slot, 1, me, ws));
       }
     }
     for (int me = 0; me < ws; ++me) {
       for (int s = 0; s < ws; ++s) {
         DecodeOutputShard(p, recv[me].data() + RecvOffset(slots, slot, 1, s, ws), tile, s,
-                            out[me].data());
+                          out[me].data());
       }
     }
   }
@@ -280,13 +282,13 @@ TEST_P(TwoShotBoundTest, TenMillionValuesWithinBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCodecs, TwoShotBoundTest,
-    ::testing::Combine(::testing::ValuesIn(kAllCodecs), ::testing::ValuesIn(kModes)),
-    [](const auto& info) {
-      return std::string(CodecName(std::get<0>(info.param))) + "_" +
-             ModeName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(AllCodecs, TwoShotBoundTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllCodecs),
+                                            ::testing::ValuesIn(kModes)),
+                         [](const auto& info) {
+                           return std::string(CodecName(std::get<0>(info.param))) + "_" +
+                                  ModeName(std::get<1>(info.param));
+                         });
 
 // Not vacuous: INT4 two-shot on uniform data has the mean error the model
 // predicts: three independent uniform rounding errors (two inputs, one sum)
@@ -303,7 +305,8 @@ TEST(TwoShotTest, Int4MeanErrorOnUniformDataMatchesTheory) {
     double sum_absmax = 0;
     for (int rank = 0; rank < 2; ++rank) {
       double a = 0;
-      for (int j = 0; j < 32; ++j) a = std::max(a, std::fabs(double{HalfToFloat(in[rank][b * 32 + j])}));
+      for (int j = 0; j < 32; ++j)
+        a = std::max(a, std::fabs(double{HalfToFloat(in[rank][b * 32 + j])}));
       var += (a / 7.5) * (a / 7.5) / 12;
     }
     for (int j = 0; j < 32; ++j) {
@@ -372,8 +375,9 @@ TEST(TwoShotTest, IntCodecsTurnABlockWithInfOrNaNIntoNaN) {
   for (Codec codec : {Codec::kInt8, Codec::kInt6, Codec::kInt4}) {
     for (Mode mode : kModes) {
       const TwoShotParams p = MakeParams(4, codec, mode, 4096);
-      std::vector<std::vector<uint16_t>> in(4, std::vector<uint16_t>(4096, FromFloat(p.dtype, 0.5f)));
-      in[2][100] = InfBits(p.dtype);       // block 3
+      std::vector<std::vector<uint16_t>> in(4,
+                                            std::vector<uint16_t>(4096, FromFloat(p.dtype, 0.5f)));
+      in[2][100] = InfBits(p.dtype);        // block 3
       in[1][3000] = CanonicalNaN(p.dtype);  // block 93
       const Result r = RunAndCheck(p, in);
       for (int i = 0; i < 4096; ++i) {

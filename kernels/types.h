@@ -19,8 +19,8 @@ namespace qr {
 // Element type of the user's buffers: raw IEEE binary16 or bfloat16 bits.
 enum class DType : int { kFloat16 = 0, kBFloat16 = 1 };
 
-// Wire format of a shard (a rank's share of a tile, kernels/geometry.h). kFp sends the 16-bit values themselves; the integer
-// codecs send block-quantized codes (32 values share one scale).
+// Wire format of a shard (a rank's share of a tile, kernels/geometry.h). kFp sends the 16-bit
+// values themselves; the integer codecs send block-quantized codes (32 values share one scale).
 enum class Codec : int { kFp = 0, kInt8 = 1, kInt6 = 2, kInt4 = 3, kInt3 = 4 };
 
 inline constexpr int kNumCodecs = 5;
@@ -41,11 +41,16 @@ constexpr const char* AlgorithmName(Algorithm a) {
 // "FP", "INT8", ... as in QR_QUANTIZATION; "?" for an out-of-range value.
 constexpr const char* CodecName(Codec codec) {
   switch (codec) {
-    case Codec::kFp: return "FP";
-    case Codec::kInt8: return "INT8";
-    case Codec::kInt6: return "INT6";
-    case Codec::kInt4: return "INT4";
-    case Codec::kInt3: return "INT3";
+    case Codec::kFp:
+      return "FP";
+    case Codec::kInt8:
+      return "INT8";
+    case Codec::kInt6:
+      return "INT6";
+    case Codec::kInt4:
+      return "INT4";
+    case Codec::kInt3:
+      return "INT3";
   }
   return "?";
 }
@@ -62,8 +67,10 @@ constexpr std::optional<Codec> CodecFromName(std::string_view name) {
 // "fp16" / "bf16"; "?" for an out-of-range value.
 constexpr const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat16: return "fp16";
-    case DType::kBFloat16: return "bf16";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kBFloat16:
+      return "bf16";
   }
   return "?";
 }
@@ -103,9 +110,12 @@ constexpr DType WorkFormatMathDType(WorkFormat f) {
 // "fp16", "bf16", "bf16cast"; "?" for an out-of-range value.
 constexpr const char* WorkFormatName(WorkFormat f) {
   switch (f) {
-    case WorkFormat::kFp16: return "fp16";
-    case WorkFormat::kBf16: return "bf16";
-    case WorkFormat::kBf16Cast: return "bf16cast";
+    case WorkFormat::kFp16:
+      return "fp16";
+    case WorkFormat::kBf16:
+      return "bf16";
+    case WorkFormat::kBf16Cast:
+      return "bf16cast";
   }
   return "?";
 }
@@ -120,11 +130,16 @@ constexpr bool CodecRunsAtWorldSize(Codec codec, int world_size) {
 // Bits per value of a codec's codes (16 for kFp), not counting scales.
 constexpr int CodecBits(Codec codec) {
   switch (codec) {
-    case Codec::kFp: return 16;
-    case Codec::kInt8: return 8;
-    case Codec::kInt6: return 6;
-    case Codec::kInt4: return 4;
-    case Codec::kInt3: return 3;
+    case Codec::kFp:
+      return 16;
+    case Codec::kInt8:
+      return 8;
+    case Codec::kInt6:
+      return 6;
+    case Codec::kInt4:
+      return 4;
+    case Codec::kInt3:
+      return 3;
   }
   return 0;
 }

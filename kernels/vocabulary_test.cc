@@ -20,8 +20,7 @@ float FloatOfBits(uint32_t bits) {
 TEST(CodecLayoutTest, ScaleFactorBitsAreOneOverQMinusHalf) {
   for (Codec c : {Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec::kInt3}) {
     const double q = CodeBias(c);
-    EXPECT_EQ(FloatOfBits(ScaleFactorBits(c)), static_cast<float>(1.0 / (q - 0.5)))
-        << CodecName(c);
+    EXPECT_EQ(FloatOfBits(ScaleFactorBits(c)), static_cast<float>(1.0 / (q - 0.5))) << CodecName(c);
   }
   EXPECT_EQ(ScaleFactorBits(Codec::kFp), 0u);
 }
@@ -76,8 +75,7 @@ TEST(TypesTest, WorkFormatOfACall) {
   EXPECT_EQ(WorkFormatOf(DType::kBFloat16, false), WorkFormat::kBf16);
   EXPECT_EQ(WorkFormatOf(DType::kBFloat16, true), WorkFormat::kBf16Cast);
   for (WorkFormat f : kAllWorkFormats) {
-    EXPECT_EQ(WorkFormatMathDType(f),
-              WorkDType(WorkFormatDType(f), f == WorkFormat::kBf16Cast));
+    EXPECT_EQ(WorkFormatMathDType(f), WorkDType(WorkFormatDType(f), f == WorkFormat::kBf16Cast));
   }
   EXPECT_STREQ(WorkFormatName(WorkFormat::kFp16), "fp16");
   EXPECT_STREQ(WorkFormatName(WorkFormat::kBf16), "bf16");

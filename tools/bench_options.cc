@@ -33,7 +33,8 @@ StatusOr<size_t> ParseMessageSize(const std::string& text) {
 
 StatusOr<Codec> ParseRegime(const std::string& text) {
   const std::optional<Codec> c = CodecFromName(text);
-  if (!c) return InvalidArgumentError(fmt::format("'{}' is not one of FP, INT8, INT6, INT4, INT3", text));
+  if (!c)
+    return InvalidArgumentError(fmt::format("'{}' is not one of FP, INT8, INT6, INT4, INT3", text));
   return *c;
 }
 
@@ -83,18 +84,18 @@ struct Parsed {
 void DefineFlags(CLI::App& app, Parsed& p) {
   tools::UseToolDefaults(app);
   BenchOptions& o = p.o;
-  p.sizes = AddListOption<size_t>(app, "--sizes", o.sizes, ParseMessageSize,
-                                  fmt::format("message sizes, e.g. 4K,1M,1G (default {})",
-                                              kDefaultSizes));
+  p.sizes = AddListOption<size_t>(
+      app, "--sizes", o.sizes, ParseMessageSize,
+      fmt::format("message sizes, e.g. 4K,1M,1G (default {})", kDefaultSizes));
   p.regimes = AddListOption<Codec>(
       app, "--regimes", o.regimes, ParseRegime,
       "two-shot codecs FP,INT8,INT6,INT4,INT3 (default all; INT3 only at world size 2)");
   p.dtypes = AddListOption<BenchDType>(app, "--dtypes", o.dtypes, ParseDType,
                                        "fp16,bf16,bf16cast (default all)");
-  p.modes = AddListOption<BenchMode>(app, "--modes", o.modes, ParseMode,
-                                     "graph,eager (default both)");
-  p.algos_flag = AddListOption<Algo>(app, "--algos", p.algos, ParseAlgo,
-                                     "one-shot,two-shot (default both)");
+  p.modes =
+      AddListOption<BenchMode>(app, "--modes", o.modes, ParseMode, "graph,eager (default both)");
+  p.algos_flag =
+      AddListOption<Algo>(app, "--algos", p.algos, ParseAlgo, "one-shot,two-shot (default both)");
   AddParsedOption<int>(app, "--world-size", o.world_size, tools::ParseWorldSize,
                        "2, 4 or 8 GPUs (default 2)")
       ->type_name("N");
@@ -180,10 +181,14 @@ const char* BenchModeName(BenchMode mode) {
 
 const char* BenchAlgoName(BenchAlgo algo) {
   switch (algo) {
-    case BenchAlgo::kTwoShot: return "two-shot";
-    case BenchAlgo::kOneShot: return "one-shot";
-    case BenchAlgo::kPolicy: return "policy";
-    case BenchAlgo::kNccl: return "nccl";
+    case BenchAlgo::kTwoShot:
+      return "two-shot";
+    case BenchAlgo::kOneShot:
+      return "one-shot";
+    case BenchAlgo::kPolicy:
+      return "policy";
+    case BenchAlgo::kNccl:
+      return "nccl";
   }
   return "?";
 }

@@ -37,7 +37,7 @@ inline constexpr size_t kBenchMiB = size_t{1} << 20;
 inline constexpr size_t kBenchMaxBytes = size_t{4} << 30;
 
 struct BenchOptions {
-  std::vector<size_t> sizes;  // bytes, ascending, unique, multiples of 16
+  std::vector<size_t> sizes;   // bytes, ascending, unique, multiples of 16
   std::vector<Codec> regimes;  // two-shot codecs (and the policy's regimes)
   std::vector<BenchDType> dtypes;
   std::vector<BenchMode> modes;
@@ -56,7 +56,7 @@ struct BenchOptions {
   std::string json_path;
   std::string min_size_table_path;
   bool quick = false;
-  bool help = false;  // --help: print BenchUsage() and exit 0
+  bool help = false;               // --help: print BenchUsage() and exit 0
   std::vector<std::string> notes;  // adjustments worth telling the user
 };
 

@@ -17,8 +17,8 @@ constexpr size_t M = K * K;
 
 TEST(BenchOptionsTest, DefaultsAreTheFullSweep) {
   ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({}));
-  EXPECT_THAT(o.sizes, ElementsAre(4 * K, 16 * K, 64 * K, 256 * K, M, 2 * M, 4 * M, 16 * M,
-                                   64 * M, 256 * M, 1024 * M));
+  EXPECT_THAT(o.sizes, ElementsAre(4 * K, 16 * K, 64 * K, 256 * K, M, 2 * M, 4 * M, 16 * M, 64 * M,
+                                   256 * M, 1024 * M));
   EXPECT_THAT(o.regimes,
               ElementsAre(Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec::kInt3));
   EXPECT_THAT(o.dtypes, ElementsAre(BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast));
@@ -34,13 +34,28 @@ TEST(BenchOptionsTest, DefaultsAreTheFullSweep) {
 }
 
 TEST(BenchOptionsTest, ListsAreSortedDeduplicatedAndBothFlagSpellingsWork) {
-  ASSERT_OK_AND_ASSIGN(
-      BenchOptions o,
-      ParseBenchArgs({"--sizes=1M,4K,4K,4096", "--regimes", "INT4,FP,INT4", "--dtypes",
-                      "bf16cast,fp16", "--modes=eager,graph", "--algos", "one-shot",
-                      "--world-size=4", "--max-blocks", "132", "--no-nccl", "--csv", "a.csv",
-                      "--json=b.json", "--min-size-table", "t.txt", "--eager-max-size", "1G",
-                      "--no-peer-bandwidth", "--peer-bytes", "32M"}));
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--sizes=1M,4K,4K,4096",
+                                                       "--regimes",
+                                                       "INT4,FP,INT4",
+                                                       "--dtypes",
+                                                       "bf16cast,fp16",
+                                                       "--modes=eager,graph",
+                                                       "--algos",
+                                                       "one-shot",
+                                                       "--world-size=4",
+                                                       "--max-blocks",
+                                                       "132",
+                                                       "--no-nccl",
+                                                       "--csv",
+                                                       "a.csv",
+                                                       "--json=b.json",
+                                                       "--min-size-table",
+                                                       "t.txt",
+                                                       "--eager-max-size",
+                                                       "1G",
+                                                       "--no-peer-bandwidth",
+                                                       "--peer-bytes",
+                                                       "32M"}));
   EXPECT_THAT(o.sizes, ElementsAre(4 * K, M));
   EXPECT_THAT(o.regimes, ElementsAre(Codec::kFp, Codec::kInt4));
   EXPECT_THAT(o.dtypes, ElementsAre(BenchDType::kFp16, BenchDType::kBf16Cast));
@@ -65,7 +80,8 @@ TEST(BenchOptionsTest, QuickIsSmallerAndExplicitFlagsOverrideIt) {
   EXPECT_THAT(q.modes, ElementsAre(BenchMode::kGraph));
   EXPECT_THAT(q.dtypes, ElementsAre(BenchDType::kFp16, BenchDType::kBf16));
   EXPECT_EQ(q.peer_bytes, 64 * M);
-  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--quick", "--modes", "eager", "--sizes", "1M"}));
+  ASSERT_OK_AND_ASSIGN(BenchOptions o,
+                       ParseBenchArgs({"--quick", "--modes", "eager", "--sizes", "1M"}));
   EXPECT_THAT(o.modes, ElementsAre(BenchMode::kEager));
   EXPECT_THAT(o.sizes, ElementsAre(M));
   ASSERT_OK_AND_ASSIGN(BenchOptions p, ParseBenchArgs({"--peer-bytes", "16M", "--quick"}));
@@ -73,9 +89,8 @@ TEST(BenchOptionsTest, QuickIsSmallerAndExplicitFlagsOverrideIt) {
 }
 
 TEST(BenchOptionsTest, AFlagGivenTwiceTakesItsLastValue) {
-  ASSERT_OK_AND_ASSIGN(BenchOptions o,
-                       ParseBenchArgs({"--sizes", "4K", "--world-size", "8", "--sizes=1M,2M",
-                                       "--world-size", "4"}));
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--sizes", "4K", "--world-size", "8",
+                                                       "--sizes=1M,2M", "--world-size", "4"}));
   EXPECT_THAT(o.sizes, ElementsAre(M, 2 * M));
   EXPECT_EQ(o.world_size, 4);
 }

@@ -9,7 +9,8 @@
 
 namespace qr::bench {
 
-StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, size_t bytes, int reps) {
+StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, size_t bytes,
+                                             int reps) {
   const int ws = static_cast<int>(streams.size());
   PeerBandwidth pb;
   pb.bytes = bytes;

@@ -55,8 +55,8 @@ double Median(std::vector<double> samples) {
 }
 
 double EstimateCellSeconds(const BenchCell& cell) {
-  const double call_us = 8.0 + static_cast<double>(cell.bytes) / 300e3 +
-                         (cell.mode == BenchMode::kEager ? 5.0 : 0.0);
+  const double call_us =
+      8.0 + static_cast<double>(cell.bytes) / 300e3 + (cell.mode == BenchMode::kEager ? 5.0 : 0.0);
   const double replay_ms = CallsPerBatch(cell.bytes) * call_us / 1e3;
   const int reps = RepsForTarget(replay_ms);
   double setup_s = 0.002;
@@ -76,9 +76,9 @@ double EstimateRunSeconds(const std::vector<BenchCell>& cells, const BenchOption
 }
 
 std::string CellLabel(const BenchCell& cell) {
-  std::string s = fmt::format("{} {} {} {}", FormatBytes(cell.bytes, ByteStyle::kCompact),
-                              BenchDTypeName(cell.dtype), BenchModeName(cell.mode),
-                              BenchAlgoName(cell.algo));
+  std::string s =
+      fmt::format("{} {} {} {}", FormatBytes(cell.bytes, ByteStyle::kCompact),
+                  BenchDTypeName(cell.dtype), BenchModeName(cell.mode), BenchAlgoName(cell.algo));
   if (cell.algo == BenchAlgo::kTwoShot) s += fmt::format(" {}", CodecName(cell.codec));
   return s;
 }

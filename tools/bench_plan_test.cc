@@ -74,10 +74,10 @@ TEST(BenchPlanTest, BatchSizing) {
   EXPECT_EQ(RepsForTarget(0.01), kMaxReps);
   EXPECT_EQ(RepsForTarget(0.0), kMaxReps);
   EXPECT_EQ(RepsForTarget(15.0), kMinReps);
-  EXPECT_GT(EstimateCellSeconds({1024 * M, BenchDType::kFp16, BenchMode::kGraph,
-                                 BenchAlgo::kTwoShot, Codec::kFp}),
-            EstimateCellSeconds({4 * K, BenchDType::kFp16, BenchMode::kGraph,
-                                 BenchAlgo::kTwoShot, Codec::kFp}));
+  EXPECT_GT(EstimateCellSeconds(
+                {1024 * M, BenchDType::kFp16, BenchMode::kGraph, BenchAlgo::kTwoShot, Codec::kFp}),
+            EstimateCellSeconds(
+                {4 * K, BenchDType::kFp16, BenchMode::kGraph, BenchAlgo::kTwoShot, Codec::kFp}));
 }
 
 TEST(BenchPlanTest, MedianOfOddAndEvenCounts) {

@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "comm/config.h"
-#include "common/bytes.h"
 #include "comm/policy.h"
+#include "common/bytes.h"
 #include "kernels/codec_layout.h"
 #include "nlohmann/json.hpp"
 
@@ -30,8 +30,8 @@ std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 // Empty for "unknown" (0), so that CSV readers see a missing value, not a zero.
 std::string FieldOrEmpty(double v, int digits) { return v > 0 ? Fixed(v, digits) : ""; }
 
-void Finish(BenchRow& row, size_t bytes, int ws, double nccl_us, double link_gbps,
-            Algorithm algo, Codec codec) {
+void Finish(BenchRow& row, size_t bytes, int ws, double nccl_us, double link_gbps, Algorithm algo,
+            Codec codec) {
   row.algbw_gbps = static_cast<double>(bytes) / row.us / 1e3;
   row.nccl_us = nccl_us;
   row.ratio_vs_nccl = nccl_us > 0 ? row.us / nccl_us : 0;
@@ -123,8 +123,8 @@ double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, do
 }
 
 std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
-                                const std::vector<Codec>& regimes, int world_size,
-                                double link_gbps, const Config& policy) {
+                                const std::vector<Codec>& regimes, int world_size, double link_gbps,
+                                const Config& policy) {
   std::vector<GroupKey> order;
   std::map<GroupKey, std::vector<const Measurement*>> groups;
   for (const Measurement& m : measurements) {
@@ -194,8 +194,8 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
       if (f.kind == Floor::kNoData) {
         const int64_t builtin =
             MinSizeBytes(platform, dtypes[d], world_size, static_cast<Regime>(codec), false);
-        t.mib[d][c] = builtin == kNeverEligible ? static_cast<int64_t>(kMaxMaxSizeMb)
-                                                : builtin / kMiB;
+        t.mib[d][c] =
+            builtin == kNeverEligible ? static_cast<int64_t>(kMaxMaxSizeMb) : builtin / kMiB;
         t.measured[d][c] = false;
         missing.push_back(CodecName(codec));
       } else {
@@ -213,9 +213,9 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
     }
     body += "\n";
     if (!never.empty()) {
-      comments.push_back(fmt::format(
-          "# {}: never beats NCCL at the largest measured size, floor set above it: {}", row,
-          CodecList(never)));
+      comments.push_back(
+          fmt::format("# {}: never beats NCCL at the largest measured size, floor set above it: {}",
+                      row, CodecList(never)));
     }
     if (!gaps.empty()) {
       comments.push_back(fmt::format(
@@ -236,27 +236,30 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
                                       f.kind == Floor::kNever ? " (never)" : ""));
   }
   if (!cast_floors.empty()) {
-    comments.push_back("# bf16 with QR_CAST_BF16_TO_FP16=1 (the default on AMD) uses the fp16 row; "
-                       "bf16cast measured alone would give: " + CodecList(cast_floors));
+    comments.push_back(
+        "# bf16 with QR_CAST_BF16_TO_FP16=1 (the default on AMD) uses the fp16 row; "
+        "bf16cast measured alone would give: " +
+        CodecList(cast_floors));
   }
   std::vector<std::string> wins;
   for (BenchDType d : {BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast}) {
     const int64_t up_to = OneShotWinsUpTo(rows, d);
     t.one_shot_wins_up_to_bytes[static_cast<int>(d)] = up_to;
     if (up_to < 0) continue;
-    wins.push_back(fmt::format(
-        "{} {}", BenchDTypeName(d),
-        up_to == 0 ? std::string("never")
-                   : FormatBytes(static_cast<uint64_t>(up_to), ByteStyle::kCompact)));
+    wins.push_back(
+        fmt::format("{} {}", BenchDTypeName(d),
+                    up_to == 0 ? std::string("never")
+                               : FormatBytes(static_cast<uint64_t>(up_to), ByteStyle::kCompact)));
     const int64_t kb = up_to / kKiB;
     t.one_shot_max_kb = t.one_shot_max_kb < 0 ? kb : std::min(t.one_shot_max_kb, kb);
   }
   if (!wins.empty()) {
-    comments.push_back(
-        fmt::format("# one-shot beats two-shot FP (graph) up to: {} -> suggested QR_ONE_SHOT_MAX_KB={}",
-                    CodecList(wins), t.one_shot_max_kb));
+    comments.push_back(fmt::format(
+        "# one-shot beats two-shot FP (graph) up to: {} -> suggested QR_ONE_SHOT_MAX_KB={}",
+        CodecList(wins), t.one_shot_max_kb));
   } else {
-    comments.push_back("# one-shot vs two-shot FP: not both measured, no QR_ONE_SHOT_MAX_KB suggestion");
+    comments.push_back(
+        "# one-shot vs two-shot FP: not both measured, no QR_ONE_SHOT_MAX_KB suggestion");
   }
   t.text = fmt::format(
       "# QR_MIN_SIZE_TABLE derived by qr-bench from graph-mode timings, world size {}: per "
@@ -325,8 +328,8 @@ std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
                  {"bf16_MiB", table.mib[1]},
                  {"fp16_measured", table.measured[0]},
                  {"bf16_measured", table.measured[1]},
-                 {"one_shot_max_kb", table.one_shot_max_kb >= 0 ? json(table.one_shot_max_kb)
-                                                                 : json(nullptr)}};
+                 {"one_shot_max_kb",
+                  table.one_shot_max_kb >= 0 ? json(table.one_shot_max_kb) : json(nullptr)}};
   return json({{"header", head}, {"rows", jrows}, {"min_size_table", jtable}}).dump(1) + "\n";
 }
 
@@ -342,8 +345,7 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
   auto cell = [](const BenchRow* r) -> std::string {
     if (r == nullptr) return "               -";
     const std::string ratio = r->ratio_vs_nccl > 0 ? Fixed(r->ratio_vs_nccl, 2) : "-";
-    const std::string link =
-        r->pct_of_link_limit > 0 ? Fixed(r->pct_of_link_limit, 0) + "%" : "-";
+    const std::string link = r->pct_of_link_limit > 0 ? Fixed(r->pct_of_link_limit, 0) + "%" : "-";
     return fmt::format(" {:7.1f} {:>4} {:>3}", r->us, ratio, link);
   };
   const BenchRow* nccl = nullptr;
@@ -354,10 +356,10 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
     if (r.algo == BenchAlgo::kOneShot) one = &r;
     if (r.algo == BenchAlgo::kPolicy && policy.empty()) policy = r.policy_choice;
   }
-  std::string s = fmt::format("{:<5} {:<8} {:<5} {:>8}",
-                              FormatBytes(group[0].bytes, ByteStyle::kCompact),
-                              BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
-                              nccl ? Fixed(nccl->us, 1) : "-");
+  std::string s =
+      fmt::format("{:<5} {:<8} {:<5} {:>8}", FormatBytes(group[0].bytes, ByteStyle::kCompact),
+                  BenchDTypeName(group[0].dtype), BenchModeName(group[0].mode),
+                  nccl ? Fixed(nccl->us, 1) : "-");
   s += cell(one);
   for (Codec c : regimes) {
     const BenchRow* two = nullptr;

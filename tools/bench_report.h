@@ -46,14 +46,14 @@ struct BenchRow {
   BenchDType dtype = BenchDType::kFp16;
   BenchMode mode = BenchMode::kGraph;
   BenchAlgo algo = BenchAlgo::kTwoShot;
-  std::string regime;         // "FP".."INT3"; one-shot: "FP" (exact values); NCCL: "-"
-  double us = 0;              // per call
-  double algbw_gbps = 0;      // bytes / us
-  double nccl_us = 0;         // 0: no baseline
-  double ratio_vs_nccl = 0;   // us / nccl_us (< 1: faster than NCCL); 0 without baseline
-  double link_limit_us = 0;   // wire bytes per GPU / link bandwidth; 0 without bandwidth
+  std::string regime;            // "FP".."INT3"; one-shot: "FP" (exact values); NCCL: "-"
+  double us = 0;                 // per call
+  double algbw_gbps = 0;         // bytes / us
+  double nccl_us = 0;            // 0: no baseline
+  double ratio_vs_nccl = 0;      // us / nccl_us (< 1: faster than NCCL); 0 without baseline
+  double link_limit_us = 0;      // wire bytes per GPU / link bandwidth; 0 without bandwidth
   double pct_of_link_limit = 0;  // 100 * link_limit_us / us
-  std::string policy_choice;  // policy rows: "one-shot" or "two-shot"; else empty
+  std::string policy_choice;     // policy rows: "one-shot" or "two-shot"; else empty
 };
 
 // Bytes one GPU sends for an all-reduce of `bytes` bytes: two-shot
@@ -71,8 +71,8 @@ double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, do
 // timed number. NCCL rows are compared with the link limit of two-shot FP
 // (a ring moves the same bytes).
 std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
-                                const std::vector<Codec>& regimes, int world_size,
-                                double link_gbps, const Config& policy = Config{});
+                                const std::vector<Codec>& regimes, int world_size, double link_gbps,
+                                const Config& policy = Config{});
 
 // The derived QR_MIN_SIZE_TABLE for one world size.
 struct MinSizeTable {
@@ -118,7 +118,7 @@ struct BenchHeader {
   PeerBandwidth peer;
   std::string timing_method;
   std::string command_line;
-  std::string date;            // ISO 8601 UTC
+  std::string date;  // ISO 8601 UTC
   double wall_seconds = 0;
   std::vector<std::string> notes;
   std::vector<std::string> failures;  // cells that could not be timed, with why

@@ -61,7 +61,8 @@ std::vector<Measurement> Synthetic() {
     m.push_back(Meas(b, BenchDType::kBf16, BenchAlgo::kTwoShot, Codec::kFp, 0.9 * n));
     // Eager rows win everywhere: they must not move the (graph) table.
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kNccl, Codec::kFp, 5 * n, BenchMode::kEager));
-    m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kInt4, n, BenchMode::kEager));
+    m.push_back(
+        Meas(b, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kInt4, n, BenchMode::kEager));
   }
   return m;
 }
@@ -217,9 +218,9 @@ TEST(BenchReportTest, CsvHasOneFieldPerColumnAndEmptyUnknowns) {
   EXPECT_EQ(header,
             "bytes,dtype,mode,algo,regime,us,algbw_GBps,nccl_us,ratio_vs_nccl,link_limit_us,"
             "pct_of_link_limit,policy_choice\n");
-  const auto rows = BuildRows({Meas(M, BenchDType::kBf16Cast, BenchAlgo::kTwoShot, Codec::kInt6,
-                                    20.0, BenchMode::kEager)},
-                              {}, 2, 0.0, Policy());
+  const auto rows = BuildRows(
+      {Meas(M, BenchDType::kBf16Cast, BenchAlgo::kTwoShot, Codec::kInt6, 20.0, BenchMode::kEager)},
+      {}, 2, 0.0, Policy());
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(CsvLine(rows[0]), "1048576,bf16cast,eager,two-shot,INT6,20.000,52.43,,,,,\n");
   const auto full = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());

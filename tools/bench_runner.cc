@@ -30,7 +30,6 @@
 namespace qr::bench {
 namespace {
 
-
 constexpr uint64_t kKernelTimeoutMs = 10000;
 
 const char* const kTimingMethod =
@@ -112,7 +111,8 @@ Status Bench::OpenOutputs() {
   // Fail before any GPU work when an output cannot be written.
   if (!o_.csv_path.empty()) {
     csv_ = std::fopen(o_.csv_path.c_str(), "w");
-    if (csv_ == nullptr) return InvalidArgumentError(fmt::format("cannot write --csv {}", o_.csv_path));
+    if (csv_ == nullptr)
+      return InvalidArgumentError(fmt::format("cannot write --csv {}", o_.csv_path));
     std::fputs(CsvHeader().c_str(), csv_);
     std::fflush(csv_);
   }
@@ -154,7 +154,8 @@ Status Bench::Setup() {
   QR_RETURN_IF_ERROR(RebuildGroup());
   for (int r = 0; r < ws_; ++r) {
     auto name = kernels::GpuDeviceName(r);
-    header_.gpus.push_back(name.ok() ? *name : fmt::format("unknown ({})", name.status().message()));
+    header_.gpus.push_back(name.ok() ? *name
+                                     : fmt::format("unknown ({})", name.status().message()));
   }
   auto versions = kernels::GpuDriverAndRuntimeVersions();
   header_.driver_runtime = versions.ok() ? *versions : versions.status().message();
@@ -203,8 +204,8 @@ StatusOr<double> Bench::TimeQuickReduce(const BenchCell& c) {
   Graphs graphs;
   graphs.exec.assign(ws_, nullptr);
   for (int r = 0; r < ws_; ++r) {
-    QR_RETURN_IF_ERROR(CaptureRank(r, streams_[r], false, [&] { return enqueue_rank(r, calls); },
-                                   &graphs));
+    QR_RETURN_IF_ERROR(CaptureRank(
+        r, streams_[r], false, [&] { return enqueue_rank(r, calls); }, &graphs));
   }
   return TimeBatches(*watch_, streams_, calls, [&] { return graphs.LaunchAll(streams_); });
 }
@@ -242,15 +243,19 @@ StatusOr<double> Bench::TimeNccl(const BenchCell& c) {
   std::vector<std::thread> threads;
   for (int r = 0; r < ws_; ++r) {
     threads.emplace_back([&, r] {
-      st[r] = CaptureRank(r, streams_[r], true, [&]() -> Status {
-        for (int i = 0; i < calls; ++i) {
-          QR_RETURN_IF_ERROR(NcclCheck(nccl_,
-                                       nccl_.AllReduce(buffers_.in[r], buffers_.out[r], count,
-                                                       dtype, Nccl::kSum, comms_[r], streams_[r]),
-                                       "ncclAllReduce"));
-        }
-        return OkStatus();
-      }, &graphs);
+      st[r] = CaptureRank(
+          r, streams_[r], true,
+          [&]() -> Status {
+            for (int i = 0; i < calls; ++i) {
+              QR_RETURN_IF_ERROR(
+                  NcclCheck(nccl_,
+                            nccl_.AllReduce(buffers_.in[r], buffers_.out[r], count, dtype,
+                                            Nccl::kSum, comms_[r], streams_[r]),
+                            "ncclAllReduce"));
+            }
+            return OkStatus();
+          },
+          &graphs);
     });
   }
   for (auto& t : threads) t.join();
@@ -286,10 +291,13 @@ Status Bench::Finish() {
   auto keep_first = [&s](Status next) {
     if (s.ok()) s = std::move(next);
   };
-  if (!o_.min_size_table_path.empty()) keep_first(WriteTextFile(o_.min_size_table_path, table.text));
-  if (!o_.json_path.empty()) keep_first(WriteTextFile(o_.json_path, BenchJson(header_, rows_, table)));
+  if (!o_.min_size_table_path.empty())
+    keep_first(WriteTextFile(o_.min_size_table_path, table.text));
+  if (!o_.json_path.empty())
+    keep_first(WriteTextFile(o_.json_path, BenchJson(header_, rows_, table)));
   if (csv_ != nullptr) {
-    if (std::fclose(csv_) != 0) keep_first(InternalError(fmt::format("closing {} failed", o_.csv_path)));
+    if (std::fclose(csv_) != 0)
+      keep_first(InternalError(fmt::format("closing {} failed", o_.csv_path)));
     csv_ = nullptr;
   }
   return s;
@@ -318,8 +326,9 @@ Status Bench::RunCell(const BenchCell& c, const std::string& label, SweepGuard& 
     if (c.algo == BenchAlgo::kNccl) nccl_us_[{c.bytes, c.mode, c.dtype != BenchDType::kFp16}] = *us;
     return OkStatus();
   }
-  Fail(fmt::format("{}: {}", label,
-                   us.ok() ? "a kernel reported error (timeout or abort)" : us.status().ToString()));
+  Fail(
+      fmt::format("{}: {}", label,
+                  us.ok() ? "a kernel reported error (timeout or abort)" : us.status().ToString()));
   (void)SyncAll(streams_);
   const SweepGuard::Verdict v = guard.OnFailure(c, poisoned);
   for (const std::string& f : v.failures) Fail(f);

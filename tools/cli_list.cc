@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "common/status_macros.h"
 #include "common/limits.h"
+#include "common/status_macros.h"
 
 namespace qr::tools {
 

@@ -51,7 +51,8 @@ TEST(CliListTest, ParsesListsItemsAndSwitchesInBothSpellings) {
   ASSERT_OK_AND_ASSIGN(Flags untouched, Parse({}, &help));
   EXPECT_THAT(untouched.list, ElementsAre(7));
   EXPECT_EQ(untouched.one, -1);
-  ASSERT_OK_AND_ASSIGN(Flags last, Parse({"--list=1", "--list=2,5", "--one", "1", "--one", "2"}, &help));
+  ASSERT_OK_AND_ASSIGN(Flags last,
+                       Parse({"--list=1", "--list=2,5", "--one", "1", "--one", "2"}, &help));
   EXPECT_THAT(last.list, ElementsAre(2, 5));
   EXPECT_EQ(last.one, 2);
 }

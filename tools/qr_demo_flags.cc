@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "CLI/CLI.hpp"
-#include "common/limits.h"
 #include "common/bytes.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "tools/cli_list.h"
 
@@ -58,8 +58,8 @@ void DefineFlags(CLI::App& app, DemoFlags& f) {
   app.add_option("--group", f.group, "group name (default qr-demo-<pid>)")->type_name("NAME");
   // Internal, so not in --help: the launcher's workers.
   tools::AddParsedOption<int>(
-         app, "--worker-rank", f.worker_rank,
-         [](const std::string& text) { return tools::ParseIntIn(text, 0, 7); }, "")
+      app, "--worker-rank", f.worker_rank,
+      [](const std::string& text) { return tools::ParseIntIn(text, 0, 7); }, "")
       ->group("");
   app.footer(
       "Runs all-reduces across --world-size worker processes in every regime\n"
@@ -99,11 +99,14 @@ std::string DemoUsage() {
 std::vector<std::string> WorkerArgs(const DemoFlags& f, const std::string& device,
                                     const std::string& group, int rank) {
   std::vector<std::string> args = {
-      "--world-size", std::to_string(f.world_size), "--device", device, "--group", group,
-      "--worker-rank", std::to_string(rank), "--sizes",
-      JoinNames(f.sizes, [](uint64_t b) { return std::to_string(b); })};
+      "--world-size",  std::to_string(f.world_size),
+      "--device",      device,
+      "--group",       group,
+      "--worker-rank", std::to_string(rank),
+      "--sizes",       JoinNames(f.sizes, [](uint64_t b) { return std::to_string(b); })};
   if (!f.regimes.empty()) {
-    args.insert(args.end(), {"--regimes", JoinNames(f.regimes, [](Codec c) { return CodecName(c); })});
+    args.insert(args.end(),
+                {"--regimes", JoinNames(f.regimes, [](Codec c) { return CodecName(c); })});
   }
   args.insert(args.end(), {"--dtypes", JoinNames(f.dtypes, [](DType d) { return DTypeName(d); })});
   return args;

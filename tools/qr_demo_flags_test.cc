@@ -25,9 +25,9 @@ TEST(DemoFlagsTest, DefaultsAreTwoWorkersEveryRegimeBothDtypes) {
 }
 
 TEST(DemoFlagsTest, EveryFlagInBothSpellings) {
-  ASSERT_OK_AND_ASSIGN(
-      DemoFlags f, ParseDemoArgs({"--world-size=4", "--device", "host", "--sizes", "4096,8388608,1M",
-                                  "--regimes=INT4,FP", "--dtypes", "bf16", "--group", "g1"}));
+  ASSERT_OK_AND_ASSIGN(DemoFlags f, ParseDemoArgs({"--world-size=4", "--device", "host", "--sizes",
+                                                   "4096,8388608,1M", "--regimes=INT4,FP",
+                                                   "--dtypes", "bf16", "--group", "g1"}));
   EXPECT_EQ(f.world_size, 4);
   EXPECT_EQ(f.device, "host");
   EXPECT_THAT(f.sizes, ElementsAre(4096u, 8388608u, 1u << 20));

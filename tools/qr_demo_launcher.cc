@@ -81,9 +81,10 @@ int Launch(const DemoFlags& f, const std::string& self) {
   std::string device = f.device;
   std::string why;
   if (share && device != "host") {
-    why = fmt::format(" ({} ranks sharing {} GPU{}: QR_ALLOW_SHARED_DEVICE=1, a testing mode for "
-                      "NVIDIA MPS)",
-                      f.world_size, gpus, gpus == 1 ? "" : "s");
+    why = fmt::format(
+        " ({} ranks sharing {} GPU{}: QR_ALLOW_SHARED_DEVICE=1, a testing mode for "
+        "NVIDIA MPS)",
+        f.world_size, gpus, gpus == 1 ? "" : "s");
   }
   if (device == "auto") {
     device = enough ? "gpu" : "host";

@@ -77,7 +77,8 @@ Verdict Verify(const kernels::TwoShotParams& p, uint64_t seed, const uint16_t* o
 
 std::string Verdict::Describe() const {
   std::string s;
-  if (!bit_identical) s += fmt::format("differs from the reference at element {}; ", first_mismatch);
+  if (!bit_identical)
+    s += fmt::format("differs from the reference at element {}; ", first_mismatch);
   s += fmt::format("{} elements beyond the bound (max error/bound {:f} at element {})",
                    bound.violations, bound.max_ratio, bound.worst_index);
   return s;

@@ -45,8 +45,7 @@ std::string ResultTable(const std::vector<DemoRow>& rows, const Config& config, 
 
 // The sizes straddle the AMD table's fp16 and bf16 floors at world size 2.
 std::string PolicyText(const qr_comm* comm, const Config& config, int world_size) {
-  const std::optional<EnvValue> regime_var =
-      kEnvQuantization.Lookup();
+  const std::optional<EnvValue> regime_var = kEnvQuantization.Lookup();
   const std::string regime_source = regime_var
                                         ? fmt::format("{}={}", regime_var->name, regime_var->value)
                                         : std::string("QR_QUANTIZATION unset: the default");

@@ -140,8 +140,9 @@ StatusOr<DemoRow> RunCase(qr_comm* comm, Buffers& buffers, const DemoFlags& f, i
   p.num_elems = n;
   const Verdict v = Verify(p, c.seed, out.data(), c.algorithm);
   if (!v.ok()) {
-    std::fputs(fmt::format("\nqr-demo rank {}: MISMATCH {}: {}\n", rank, label, v.Describe()).c_str(),
-               stderr);
+    std::fputs(
+        fmt::format("\nqr-demo rank {}: MISMATCH {}: {}\n", rank, label, v.Describe()).c_str(),
+        stderr);
   }
   // One untimed call first: it is also a barrier, so the time below does
   // not include a peer still busy verifying the previous case.
@@ -213,8 +214,9 @@ int Work(const DemoFlags& f) {
   }
 
   std::vector<Codec> codecs;
-  for (Codec c : f.regimes.empty() ? std::vector<Codec>(std::begin(kAllCodecs), std::end(kAllCodecs))
-                                   : f.regimes) {
+  for (Codec c : f.regimes.empty()
+                     ? std::vector<Codec>(std::begin(kAllCodecs), std::end(kAllCodecs))
+                     : f.regimes) {
     if (c != Codec::kInt3 || f.world_size == 2) codecs.push_back(c);
   }
   const int total = static_cast<int>(codecs.size() * f.dtypes.size() * f.sizes.size());
@@ -223,8 +225,9 @@ int Work(const DemoFlags& f) {
   for (Codec codec : codecs) {
     for (DType dtype : f.dtypes) {
       for (uint64_t bytes : f.sizes) {
-        const Case c{codec, dtype, bytes, 17 + static_cast<uint64_t>(done), cast,
-                     ChooseAlgorithm(*config, bytes, f.world_size)};
+        const Case c{codec, dtype,
+                     bytes, 17 + static_cast<uint64_t>(done),
+                     cast,  ChooseAlgorithm(*config, bytes, f.world_size)};
         ++done;
         const std::string label = fmt::format("{} {} {} {}", CodecName(codec), DTypeName(dtype),
                                               FormatBytes(bytes), AlgorithmName(c.algorithm));

@@ -66,7 +66,8 @@ int Status1(const std::string& socket, bool as_json, int timeout_ms, std::ostrea
       out << "no broker: " << EscapeForTerminal(doc.status().message()) << "\n";
       if (!d["live_segments"].empty()) {
         out << "groups still running without a broker:";
-        for (const auto& s : d["live_segments"]) out << " " << EscapeForTerminal(s.get<std::string>());
+        for (const auto& s : d["live_segments"])
+          out << " " << EscapeForTerminal(s.get<std::string>());
         out << "\n";
       }
       if (!d["stale_objects"].empty()) {

@@ -18,8 +18,6 @@
 
 namespace qr::tools {
 
-
-
 // Runs qrctl with argv (argv[0] is the program name). Thread-compatible.
 int RunQrctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 

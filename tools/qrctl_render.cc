@@ -73,7 +73,6 @@ const json& List(const json& obj, const char* key) {
   return v.is_array() ? v : kEmpty;
 }
 
-
 std::string Duration(double s) {
   if (!(s >= 0)) s = 0;  // NaN and negatives from a confused peer
   s = std::min(s, 1e9);
@@ -95,7 +94,8 @@ std::string Codecs(const json& counters, bool bytes) {
   for (const char* c : ipc::kCounterNames) {
     uint64_t v = Num(counters, c, uint64_t{0});
     if (v == 0) continue;
-    s += (s.empty() ? "" : " ") + std::string(c) + "=" + (bytes ? FormatBytes(v, ByteStyle::kRounded) : std::to_string(v));
+    s += (s.empty() ? "" : " ") + std::string(c) + "=" +
+         (bytes ? FormatBytes(v, ByteStyle::kRounded) : std::to_string(v));
   }
   return s.empty() ? "-" : s;
 }
@@ -115,8 +115,7 @@ std::string RenderStatusText(const json& doc) {
   std::ostringstream o;
   const json& b = Field(doc, "broker");
   o << "broker   pid " << Num(b, "pid", 0) << ", up " << Duration(Num(b, "uptime_s", 0.0))
-    << ", version " << Text(b, "version") << " (protocol " << Num(b, "protocol_version", 0)
-    << ")\n"
+    << ", version " << Text(b, "version") << " (protocol " << Num(b, "protocol_version", 0) << ")\n"
     << "socket   " << Text(b, "socket") << "\n";
   const json& groups = List(doc, "groups");
   if (groups.empty()) o << "groups   none\n";

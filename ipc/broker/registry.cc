@@ -65,8 +65,8 @@ Status CheckJoinsExisting(const Group& g, const ipc::JoinRequest& req) {
                            "); the name can be joined again once all its members have left");
   }
   if (Is(state, GroupState::kReady)) {
-    return AlreadyExistsError(g.Describe() + " is READY with all " +
-                              std::to_string(g.world_size) + " ranks");
+    return AlreadyExistsError(g.Describe() + " is READY with all " + std::to_string(g.world_size) +
+                              " ranks");
   }
   const int ws = static_cast<int>(req.world_size);
   if (ws != g.world_size) {
@@ -209,8 +209,8 @@ StatusOr<Group*> Registry::Create(const ipc::JoinRequest& req) {
 
 void Registry::Join(const std::shared_ptr<Client>& c, const ipc::JoinRequest& req) {
   if (!c->group.empty()) {
-    c->Refuse(InvalidArgumentError("this connection already holds rank " +
-                                   std::to_string(c->rank) + " of group " + c->group));
+    c->Refuse(InvalidArgumentError("this connection already holds rank " + std::to_string(c->rank) +
+                                   " of group " + c->group));
     return;
   }
   const int rank = static_cast<int>(req.rank);

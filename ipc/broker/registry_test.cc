@@ -131,21 +131,25 @@ TEST_F(RegistryTest, RefusesJoinsThatDoNotFit) {
 
   auto taken = std::make_shared<FakeClient>(7);
   reg->Join(taken, HostJoin(group, 0));
-  EXPECT_THAT(taken->LastError(), StatusIs(StatusCode::kAlreadyExists, HasSubstr("taken by pid 1000")));
+  EXPECT_THAT(taken->LastError(),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("taken by pid 1000")));
   EXPECT_TRUE(taken->closed);
 
   auto wrong_size = std::make_shared<FakeClient>(8);
   reg->Join(wrong_size, HostJoin(group, 1, 4));
-  EXPECT_THAT(wrong_size->LastError(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("world size 4")));
+  EXPECT_THAT(wrong_size->LastError(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("world size 4")));
 
   auto wrong_geometry = std::make_shared<FakeClient>(9);
   ipc::JoinRequest r = HostJoin(group, 1);
   r.buffer_bytes = 4096;
   reg->Join(wrong_geometry, r);
-  EXPECT_THAT(wrong_geometry->LastError(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("geometry")));
+  EXPECT_THAT(wrong_geometry->LastError(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("geometry")));
 
   reg->Join(c0, HostJoin(Unique("second"), 0));
-  EXPECT_THAT(c0->LastError(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("already holds rank 0")));
+  EXPECT_THAT(c0->LastError(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("already holds rank 0")));
   EXPECT_EQ(reg->groups().size(), 1u);
 }
 
@@ -157,7 +161,8 @@ TEST_F(RegistryTest, TwoRanksOnOneGpuOnlyWhenBothAgree) {
   auto c0 = std::make_shared<FakeClient>(1), c1 = std::make_shared<FakeClient>(2);
   reg->Join(c0, r0);
   reg->Join(c1, r1);
-  EXPECT_THAT(c1->LastError(), StatusIs(StatusCode::kAlreadyExists, HasSubstr("ranks [0, 1] did not")));
+  EXPECT_THAT(c1->LastError(),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("ranks [0, 1] did not")));
 
   const std::string shared = Unique("gpu-shared");
   r0.group = r1.group = shared;
@@ -172,11 +177,13 @@ TEST_F(RegistryTest, PublishedNeedsAJoinAndAWrittenSlot) {
   auto reg = NewRegistry();
   auto stranger = std::make_shared<FakeClient>(5);
   reg->Published(stranger);
-  EXPECT_THAT(stranger->LastError(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("before JOIN")));
+  EXPECT_THAT(stranger->LastError(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("before JOIN")));
 
   auto c0 = Joined(*reg, Unique("unwritten"), 0);
   reg->Published(c0);
-  EXPECT_THAT(c0->LastError(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("is not published")));
+  EXPECT_THAT(c0->LastError(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("is not published")));
 }
 
 TEST_F(RegistryTest, DisconnectFailsTheGroupAndTellsTheSurvivors) {

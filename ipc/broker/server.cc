@@ -77,7 +77,8 @@ Status Server::Listen() {
   QR_RETURN_IF_ERROR(ipc::CheckRuntimeDirectory(path, /*create=*/true));
   std::string lock_path = ipc::LockPathFor(path);
   QR_ASSIGN_OR_RETURN(int raw, SysCall("open " + lock_path, [&] {
-                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                        return ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                                      0600);
                       }));
   lock_fd_.reset(raw);
   if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
@@ -189,8 +190,9 @@ void Server::DropIdleForLimit(uint32_t uid, bool total_full, int limit) {
     idle.push_back(s);
   }
   size_t n = std::min(idle.size(), static_cast<size_t>(std::max(1, limit / 16)));
-  std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(n), idle.end(),
-                   [](const auto& a, const auto& b) { return a->last_request() < b->last_request(); });
+  std::nth_element(
+      idle.begin(), idle.begin() + static_cast<ptrdiff_t>(n), idle.end(),
+      [](const auto& a, const auto& b) { return a->last_request() < b->last_request(); });
   std::string why = "the broker is at its limit of " + std::to_string(limit) +
                     (total_full ? " connections" : " connections per uid") +
                     " and this one had been idle longest";
@@ -294,9 +296,10 @@ void Server::Tick() {
   if (stopped_) return;
   auto now = Clock::now();
   if (!StillOurSocket()) {
-    spdlog::warn("{} is no longer the socket this broker bound (its directory was removed, or "
-                 "another broker serves it now); stopping, groups are left running",
-                 SanitizeUtf8(options_.socket_path));
+    spdlog::warn(
+        "{} is no longer the socket this broker bound (its directory was removed, or "
+        "another broker serves it now); stopping, groups are left running",
+        SanitizeUtf8(options_.socket_path));
     Stop();
     return;
   }

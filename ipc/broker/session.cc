@@ -57,8 +57,7 @@ void Session::Send(const ipc::Message& m) {
   out_.push_back(std::move(*frame));
   // A peer that never reads must not grow the broker without bound.
   if (queued_bytes_ > kMaxQueuedBytes) {
-    spdlog::warn("pid {}: {} bytes of replies unread; dropping the connection", pid,
-                 queued_bytes_);
+    spdlog::warn("pid {}: {} bytes of replies unread; dropping the connection", pid, queued_bytes_);
     // Finished later: the caller may be iterating over group members.
     closing_ = true;
     auto self = shared_from_this();
@@ -152,8 +151,8 @@ void Session::Process() {
     try {
       owner_->OnRequest(self, std::move(**m));
     } catch (const std::exception& e) {
-      spdlog::error("pid {}: a request failed with an exception: {}; dropping the connection",
-                    pid, SanitizeUtf8(e.what()));
+      spdlog::error("pid {}: a request failed with an exception: {}; dropping the connection", pid,
+                    SanitizeUtf8(e.what()));
       Finish();
       return;
     }

@@ -100,17 +100,16 @@ json GroupJson(const Group& g, json& problems) {
   group["members"] = members;
   group["missing_ranks"] = missing;
   if (failed) {
-    problems.push_back(
-        {{"severity", "error"},
-         {"group", Clean(g.name)},
-         {"message",
-          Clean(g.Describe()) + " FAILED: " + group["failure_reason"].get<std::string>()},
-         {"remedy",
-          "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
-          "attached: " +
-              ipc::RankList(attached) +
-              "); restart the job; the name "
-              "can be joined again once every member has left"}});
+    problems.push_back({{"severity", "error"},
+                        {"group", Clean(g.name)},
+                        {"message", Clean(g.Describe()) +
+                                        " FAILED: " + group["failure_reason"].get<std::string>()},
+                        {"remedy",
+                         "survivors get QR_PEER_FAILED and must call qr_leave (ranks still "
+                         "attached: " +
+                             ipc::RankList(attached) +
+                             "); restart the job; the name "
+                             "can be joined again once every member has left"}});
   } else if (state == static_cast<uint32_t>(GroupState::kInit) &&
              SecondsSince(h->created_unix_ms) > 5.0) {
     problems.push_back(

@@ -24,12 +24,12 @@
 namespace {
 
 // Aborts (a finding) naming the property that failed.
-#define QR_FUZZ_CHECK(cond)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define QR_FUZZ_CHECK(cond)                                                        \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
       std::fprintf(stderr, "status fuzz: %s failed (line %d)\n", #cond, __LINE__); \
-      std::abort();                                                           \
-    }                                                                         \
+      std::abort();                                                                \
+    }                                                                              \
   } while (0)
 
 bool TerminalSafe(std::string_view s, bool newlines) {
@@ -63,15 +63,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   QR_FUZZ_CHECK(TerminalSafe(qr::EscapeForTerminal(text), /*newlines=*/false));
 
   // 2. What the broker does with such text: JSON fields and error replies.
-  json doc = {{"broker", {{"pid", 1}, {"socket", clean}}},
-              {"groups", {{{"name", clean}, {"failure_reason", clean}, {"members", json::array()}}}},
-              {"stale_objects", {clean}},
-              {"problems", {{{"message", clean}, {"remedy", clean}}}}};
+  json doc = {
+      {"broker", {{"pid", 1}, {"socket", clean}}},
+      {"groups", {{{"name", clean}, {"failure_reason", clean}, {"members", json::array()}}}},
+      {"stale_objects", {clean}},
+      {"problems", {{{"message", clean}, {"remedy", clean}}}}};
   std::string dumped = qr::tools::DumpStatus(doc, -1);
   json back = json::parse(dumped, nullptr, /*allow_exceptions=*/false);
   QR_FUZZ_CHECK(!back.is_discarded() && back == doc);
-  auto frame = qr::ipc::EncodeFrame(
-      qr::ipc::ErrorReplyFor(qr::InvalidArgumentError(std::string(text))));
+  auto frame =
+      qr::ipc::EncodeFrame(qr::ipc::ErrorReplyFor(qr::InvalidArgumentError(std::string(text))));
   QR_FUZZ_CHECK(frame.ok());
 
   // 3. The input as a status document that qrctl renders.

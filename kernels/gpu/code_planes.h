@@ -50,15 +50,14 @@ struct CodePlanes {
 
 template <Codec kCodec>
 constexpr CodePlanes CodeBytesToPlanes(uint32_t even, uint32_t odd) {
-  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 ||
-                kCodec == Codec::kInt3);
+  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 || kCodec == Codec::kInt3);
   CodePlanes p;
   if constexpr (kCodec == Codec::kInt4) {
     p.lo = even | (odd << 4);
   } else if constexpr (kCodec == Codec::kInt6) {
     p.lo = (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
-    p.hi = BytesToNibbles((even >> 4) & 0x03030303u) |
-           (BytesToNibbles((odd >> 4) & 0x03030303u) << 2);
+    p.hi =
+        BytesToNibbles((even >> 4) & 0x03030303u) | (BytesToNibbles((odd >> 4) & 0x03030303u) << 2);
   } else {
     p.lo = BytesToNibbles(even & 0x03030303u) | (BytesToNibbles(odd & 0x03030303u) << 2);
     p.hi = ByteBit0ToEvenBits((even >> 2) & 0x01010101u) |
@@ -70,8 +69,7 @@ constexpr CodePlanes CodeBytesToPlanes(uint32_t even, uint32_t odd) {
 // The inverse: `even` and `odd` from an atom's planes (hi unused for INT4).
 template <Codec kCodec>
 constexpr void PlanesToCodeBytes(uint32_t lo, uint32_t hi, uint32_t& even, uint32_t& odd) {
-  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 ||
-                kCodec == Codec::kInt3);
+  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 || kCodec == Codec::kInt3);
   if constexpr (kCodec == Codec::kInt4) {
     even = lo & 0x0F0F0F0Fu;
     odd = (lo >> 4) & 0x0F0F0F0Fu;

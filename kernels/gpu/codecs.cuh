@@ -41,12 +41,13 @@ struct FpCodec {
 
   QR_DEVICE_INLINE static void Encode(const Vec16 (&raw)[kA], char* dst, int tid, char*) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) platform::StoreRemote16(dst + (k * kTwoShotThreads + tid) * 16, raw[k]);
+    for (int k = 0; k < kA; ++k)
+      platform::StoreRemote16(dst + (k * kTwoShotThreads + tid) * 16, raw[k]);
   }
 
   template <int kN>
-  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
-                                           int tid, char* stage) {
+  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN], int tid,
+                                           char* stage) {
 #pragma unroll
     for (int r = 0; r < kN; ++r) Encode(raw, dst[r], tid, stage);
   }
@@ -61,7 +62,8 @@ struct FpCodec {
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.
   QR_DEVICE_INLINE static void DecodePacked(const char* src, int tid, Vec16 (&raw)[kA]) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) raw[k] = platform::LoadShared16(src + (k * kTwoShotThreads + tid) * 16);
+    for (int k = 0; k < kA; ++k)
+      raw[k] = platform::LoadShared16(src + (k * kTwoShotThreads + tid) * 16);
   }
 
   QR_DEVICE_INLINE static float Accumulate(float acc, float x) { return platform::AddRn(acc, x); }
@@ -135,9 +137,8 @@ struct IntCodec {
       for (int i = 0; i < 4; ++i) pairs[i] = kQ * 0x00010001u;
       return;
     }
-    const float d =
-        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
-                        __uint_as_float(kScaleFactorBits));
+    const float d = platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
+                                    __uint_as_float(kScaleFactorBits));
     const float e = platform::DivRn(1.0f, d);
     // Q + rint(v) for |v| < 2^22 is the low bits of v + (1.5 * 2^23 + Q)
     // rounded to nearest even (docs/codecs.md, "Equivalent forms"): |v| <= Q,
@@ -226,8 +227,8 @@ struct IntCodec {
 
   // The same shard to kN destinations, encoded once.
   template <int kN>
-  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN],
-                                           int tid, char* stage) {
+  QR_DEVICE_INLINE static void EncodeToAll(const Vec16 (&raw)[kA], char* const (&dst)[kN], int tid,
+                                           char* stage) {
     Stage(raw, stage, tid);
 #pragma unroll
     for (int r = 0; r < kN; ++r) {
@@ -238,9 +239,8 @@ struct IntCodec {
 
   QR_DEVICE_INLINE static void DecodeAtom(const char* row, int tid, float (&v)[8]) {
     const uint32_t scale = platform::LoadShared16Bits(row + kScaleOffset + 2 * (tid / 4));
-    const float d =
-        platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
-                        __uint_as_float(kScaleFactorBits));
+    const float d = platform::MulRn(ToFloat<kBf16>(static_cast<uint16_t>(scale)),
+                                    __uint_as_float(kScaleFactorBits));
     // c[j] = the bits of kMagic + u_j: u_j < 2^22 fills the magic
     // constant's zero low bits. With the codes one per byte, one byte
     // permutation per value moves a code under the magic constant's upper
@@ -278,8 +278,7 @@ struct IntCodec {
       PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid), 0, even, odd);
     } else if constexpr (kCodec == Codec::kInt6) {
       PlanesToCodeBytes<kCodec>(platform::LoadShared32(row + 4 * tid),
-                                platform::LoadShared16Bits(row + kHighOffset + 2 * tid), even,
-                                odd);
+                                platform::LoadShared16Bits(row + kHighOffset + 2 * tid), even, odd);
     } else {
       PlanesToCodeBytes<kCodec>(platform::LoadShared16Bits(row + 2 * tid),
                                 platform::LoadShared8Bits(row + kHighOffset + tid), even, odd);

@@ -10,13 +10,11 @@
 
 namespace qr::kernels {
 
-StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max_blocks,
-                                                         int gpus) {
+StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max_blocks, int gpus) {
   if (gpus <= 0 || gpus > world_size) gpus = world_size;
   const int n = gpu::DeviceCount();
   if (n < gpus) {
-    return UnavailableError("needs " + std::to_string(gpus) + " GPUs, found " +
-                            std::to_string(n));
+    return UnavailableError("needs " + std::to_string(gpus) + " GPUs, found " + std::to_string(n));
   }
   std::unique_ptr<LocalGroup> g(new LocalGroup());
   g->world_size_ = world_size;

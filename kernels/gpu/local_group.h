@@ -24,7 +24,7 @@ namespace qr::kernels {
 struct LocalCall {
   WorkFormat format = WorkFormat::kFp16;
   Codec codec = Codec::kFp;
-  size_t count = 0;          // elements per rank
+  size_t count = 0;             // elements per rank
   uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
   bool one_shot = false;        // TwoShotArgs::one_shot
 };
@@ -75,8 +75,8 @@ class LocalGroup {
   int gpus_ = 0;
   int max_blocks_ = 0;
   uint64_t ticks_per_ms_ = 0;
-  std::vector<void*> buffers_;    // device r's receive buffer
-  std::vector<void*> colours_;    // device r's colours
+  std::vector<void*> buffers_;     // device r's receive buffer
+  std::vector<void*> colours_;     // device r's colours
   std::vector<void*> error_host_;  // pinned mapped words
   std::vector<void*> error_dev_;
   std::vector<void*> streams_;

@@ -144,9 +144,12 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
 template <WorkFormat kElem>
 KernelFn ForWs(int ws) {
   switch (ws) {
-    case 2: return OneShotKernel<kElem, 2>;
-    case 4: return OneShotKernel<kElem, 4>;
-    case 8: return OneShotKernel<kElem, 8>;
+    case 2:
+      return OneShotKernel<kElem, 2>;
+    case 4:
+      return OneShotKernel<kElem, 4>;
+    case 8:
+      return OneShotKernel<kElem, 8>;
   }
   return nullptr;
 }
@@ -155,11 +158,13 @@ KernelFn ForWs(int ws) {
 
 KernelFn OneShotKernelFor(WorkFormat elem, int ws) {
   switch (elem) {
-    case WorkFormat::kFp16: return ForWs<WorkFormat::kFp16>(ws);
+    case WorkFormat::kFp16:
+      return ForWs<WorkFormat::kFp16>(ws);
     // The cast only serves quantized wire formats; one-shot sends exact
     // bf16 values (kernels/one_shot_reference.h).
     case WorkFormat::kBf16:
-    case WorkFormat::kBf16Cast: return ForWs<WorkFormat::kBf16>(ws);
+    case WorkFormat::kBf16Cast:
+      return ForWs<WorkFormat::kBf16>(ws);
   }
   return nullptr;
 }

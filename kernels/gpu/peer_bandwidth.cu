@@ -1,11 +1,10 @@
-#include "kernels/gpu/peer_bandwidth.h"
-
 #include <hip/hip_runtime.h>
 
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
+#include "kernels/gpu/peer_bandwidth.h"
 #include "kernels/platform/gpu_status.h"
 #include "kernels/platform/vec.cuh"
 

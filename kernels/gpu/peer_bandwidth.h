@@ -36,7 +36,7 @@ struct PeerStoreArgs {
   // Grid size: blocks are dealt round-robin to destinations, so every
   // destination gets blocks / num_dst of them (blocks >= num_dst).
   int blocks = 0;
-  void* stream = nullptr;    // hipStream_t of the current device
+  void* stream = nullptr;  // hipStream_t of the current device
 };
 
 // Enqueues one kernel in which every thread of the grid streams 16-byte

@@ -1,5 +1,3 @@
-#include "kernels/gpu/two_shot.h"
-
 #include <hip/hip_runtime.h>
 
 #include <map>
@@ -7,9 +5,10 @@
 #include <string>
 #include <utility>
 
-#include "kernels/gpu/codecs.cuh"
-#include "kernels/gpu/two_shot_device.cuh"
 #include "common/status_macros.h"
+#include "kernels/gpu/codecs.cuh"
+#include "kernels/gpu/two_shot.h"
+#include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/gpu_status.h"
 
 namespace qr::kernels {
@@ -51,7 +50,8 @@ __global__ void __launch_bounds__(
   // calls, so the rows keep alternating through kernel boundaries.
   auto row = [&](uint32_t colour) { return blockIdx.x * 2 + (colour & 1u); };
   auto flags = [&](size_t offset, uint32_t colour) {
-    return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) + row(colour) * kMaxWorldSize;
+    return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) +
+           row(colour) * kMaxWorldSize;
   };
   auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTileSlotBytes; };
 
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(
   // would wait for the loads), else they are converted at once (converting
   // later kept more registers live: the bf16-cast INT6 kernel at world size
   // 8 spilled).
-  auto load_input = [&](int tile, Vec16 (&atoms)[kTwoShotAtoms]) {
+  auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
     const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
 #pragma unroll
     for (int i = 0; i < kTwoShotAtoms; ++i) {
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(
 
   // Phase 1 of a tile whose input atoms are `atoms`: shard r goes to rank
   // r, row slot (block, my rank). The caller raises the flags.
-  auto phase1 = [&](const Vec16 (&atoms)[kTwoShotAtoms], uint32_t colour) {
+  auto phase1 = [&](const Vec16(&atoms)[kTwoShotAtoms], uint32_t colour) {
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       Vec16 shard[kA];
@@ -271,10 +271,9 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
     return InvalidArgumentError("message bytes must be a multiple of 16");
   }
   if (one_shot && bytes > static_cast<size_t>(OneShotMaxBytes(a.world_size))) {
-    return InvalidArgumentError("one-shot takes at most " +
-                                std::to_string(OneShotMaxBytes(a.world_size)) +
-                                " bytes at world size " + std::to_string(a.world_size) + ", got " +
-                                std::to_string(bytes));
+    return InvalidArgumentError(
+        "one-shot takes at most " + std::to_string(OneShotMaxBytes(a.world_size)) +
+        " bytes at world size " + std::to_string(a.world_size) + ", got " + std::to_string(bytes));
   }
   if (a.count == 0) return OkStatus();
   if (a.in == nullptr || a.out == nullptr || a.colours == nullptr || a.error_word == nullptr) {

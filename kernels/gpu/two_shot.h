@@ -62,8 +62,8 @@ struct TwoShotLayout {
   size_t flags2 = 0;  // same for phase 2
   size_t data1 = 0;   // [rows][kTileSlotBytes]
   size_t data2 = 0;
-  size_t oneshot = 0; // [2 phases][kOneShotRegionBytes], zero = empty
-  size_t total = 0;   // bytes to allocate (zeroed once before first use)
+  size_t oneshot = 0;  // [2 phases][kOneShotRegionBytes], zero = empty
+  size_t total = 0;    // bytes to allocate (zeroed once before first use)
 };
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
 
@@ -78,14 +78,14 @@ int TwoShotGrid(size_t bytes, int max_blocks);
 struct TwoShotArgs {
   const void* in = nullptr;  // device pointers; in == out allowed
   void* out = nullptr;
-  size_t count = 0;          // elements; count * 2 whole kMessageAlignBytes
+  size_t count = 0;  // elements; count * 2 whole kMessageAlignBytes
   WorkFormat format = WorkFormat::kFp16;
   Codec codec = Codec::kFp;
   int rank = 0;
-  int world_size = 0;        // IsSupportedWorldSize; CodecRunsAtWorldSize
+  int world_size = 0;  // IsSupportedWorldSize; CodecRunsAtWorldSize
   // Every rank's receive buffer as addressed from this device (own included).
   std::array<void*, kMaxWorldSize> buffers{};
-  int max_blocks = 0;        // the layout's; grid <= max_blocks
+  int max_blocks = 0;  // the layout's; grid <= max_blocks
   // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
   // per-block colours, then this rank's device-side copy of the error word.
   uint32_t* colours = nullptr;

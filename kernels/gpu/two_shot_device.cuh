@@ -62,9 +62,9 @@ struct KernelParams {
   const uint32_t* abort_word;
   uint32_t* error_word;  // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;
-  size_t oneshot;              // layout offset of the one-shot region
-  uint32_t* oneshot_counter;   // calls so far (device memory; picks the phase)
-  uint32_t* oneshot_done;      // blocks of the running call that finished
+  size_t oneshot;             // layout offset of the one-shot region
+  uint32_t* oneshot_counter;  // calls so far (device memory; picks the phase)
+  uint32_t* oneshot_done;     // blocks of the running call that finished
 };
 
 using KernelFn = void (*)(KernelParams);
@@ -162,10 +162,10 @@ QR_DEVICE_INLINE void SignalAllTwice(size_t offset_a, uint32_t row_a, uint32_t c
   if (threadIdx.x < kWs) {
     uint32_t* base = reinterpret_cast<uint32_t*>(p.buffers[threadIdx.x]);
     if (!kVariantSkipsFences) platform::FenceSystem();
-    platform::AtomicStoreRelaxedSystem(
-        base + offset_a / 4 + row_a * kMaxWorldSize + p.rank, colour_a);
-    platform::AtomicStoreRelaxedSystem(
-        base + offset_b / 4 + row_b * kMaxWorldSize + p.rank, colour_b);
+    platform::AtomicStoreRelaxedSystem(base + offset_a / 4 + row_a * kMaxWorldSize + p.rank,
+                                       colour_a);
+    platform::AtomicStoreRelaxedSystem(base + offset_b / 4 + row_b * kMaxWorldSize + p.rank,
+                                       colour_b);
   }
 }
 

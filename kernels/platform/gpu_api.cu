@@ -1,5 +1,3 @@
-#include "kernels/platform/gpu_api.h"
-
 #include <hip/hip_runtime.h>
 
 #include <cctype>
@@ -9,8 +7,9 @@
 #include <set>
 #include <utility>
 
-#include "kernels/platform/device_macros.h"
 #include "common/status_macros.h"
+#include "kernels/platform/device_macros.h"
+#include "kernels/platform/gpu_api.h"
 #include "kernels/platform/gpu_status.h"
 
 namespace qr::gpu {
@@ -138,7 +137,8 @@ void HostFree(void* host_ptr) {
 }
 
 StatusOr<void*> HostRegisterMapped(void* host_ptr, size_t bytes) {
-  QR_GPU_RETURN_IF_ERROR(hipHostRegister(host_ptr, bytes, hipHostRegisterMapped | hipHostRegisterPortable));
+  QR_GPU_RETURN_IF_ERROR(
+      hipHostRegister(host_ptr, bytes, hipHostRegisterMapped | hipHostRegisterPortable));
   void* d = nullptr;
   hipError_t e = hipHostGetDevicePointer(&d, host_ptr, 0);
   if (e != hipSuccess) {

@@ -2,8 +2,8 @@
 // that g++-compiled code (comm/, tests, tools) can drive the GPU without
 // including vendor headers. Implemented in gpu_api.cu (compiled by nvcc or
 // hip-clang through gpu_library), and in the host-only flavour by
-// gpu_api_host.cc (no devices: DeviceCount() is 0, the rest kUnavailable). Every function acts on the calling thread's
-// current device unless it takes a device ordinal. Thread-safe as far as the
+// gpu_api_host.cc (no devices: DeviceCount() is 0, the rest kUnavailable). Every function acts on
+// the calling thread's current device unless it takes a device ordinal. Thread-safe as far as the
 // underlying runtime is. Errors: kInternal with the runtime's message unless
 // noted; kUnavailable when no GPU/driver is present.
 #ifndef QR_KERNELS_PLATFORM_GPU_API_H_

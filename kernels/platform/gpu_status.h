@@ -20,10 +20,10 @@ inline Status GpuErrorToStatus(hipError_t e, const char* call, const char* file,
 
 }  // namespace qr::platform
 
-#define QR_GPU_RETURN_IF_ERROR(call)                                                  \
-  do {                                                                                \
-    hipError_t qr_gpu_error_ = (call);                                                \
-    if (qr_gpu_error_ != hipSuccess)                                                  \
+#define QR_GPU_RETURN_IF_ERROR(call)                                                     \
+  do {                                                                                   \
+    hipError_t qr_gpu_error_ = (call);                                                   \
+    if (qr_gpu_error_ != hipSuccess)                                                     \
       return ::qr::platform::GpuErrorToStatus(qr_gpu_error_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -82,9 +82,8 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     if (!ipc::QueryStatus(socket, Ms(10000)).ok()) return 1;
-    status_ms.push_back(std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count());
+    status_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   Print("STATUS round trip", status_ms);
   for (int i = 0; i < repeat; ++i) {
@@ -170,9 +169,10 @@ int Main(int argc, char** argv) {
               static_cast<long long>(foreign ? other_uid : ::getuid()));
   what = "join to READY during the connection flood";
   Print(what.c_str(), under);
-  std::printf("  joins that failed: %d; broker fds %d before, %d peak; RSS %ld KiB before, "
-              "%ld KiB during\n",
-              failed, fds_before, fds_peak, rss_before, rss_during);
+  std::printf(
+      "  joins that failed: %d; broker fds %d before, %d peak; RSS %ld KiB before, "
+      "%ld KiB during\n",
+      failed, fds_before, fds_peak, rss_before, rss_during);
   std::printf("broker alive afterwards: %s\n", ::kill(broker.pid(), 0) == 0 ? "yes" : "no");
   return 0;
 }

@@ -79,7 +79,8 @@ class HardeningTest : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << "private /dev/shm: " << why;
   }
   void StartBroker(std::vector<std::string> args = {}) {
-    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock", std::move(args));
+    broker_ = std::make_unique<BrokerProcess>(BrokerBinary(), dir_.path() + "/broker.sock",
+                                              std::move(args));
     ASSERT_OK(broker_->Start());
   }
   std::string socket() const { return dir_.path() + "/broker.sock"; }
@@ -169,8 +170,8 @@ TEST_F(HardeningTest, RawAbortReasonThatIsNotUtf8IsSanitised) {
   j.buffer_bytes = 1 << 20;
   j.timeout_ms = 10000;
   ASSERT_OK(conn->Send(j));
-  ASSERT_OK_AND_ASSIGN(auto ok, conn->Receive(std::chrono::steady_clock::now() +
-                                              std::chrono::seconds(3)));
+  ASSERT_OK_AND_ASSIGN(auto ok,
+                       conn->Receive(std::chrono::steady_clock::now() + std::chrono::seconds(3)));
   ASSERT_TRUE(std::holds_alternative<ipc::JoinOk>(ok));
   ASSERT_OK(conn->Send(ipc::AbortRequest{std::string(250, '\xfe') + "\x1b[2J"}));
   ASSERT_TRUE(WaitFor(
@@ -240,7 +241,9 @@ TEST(QrctlTextTest, AbortReasonsCannotForgeLinesOrSendEscapes) {
       {"groups",
        {{{"name", "g"},
          {"state", "FAILED"},
-         {"failure_reason", "x\n\nstatus: healthy\n\x1b[2J\xc2\x9b" "1m"},
+         {"failure_reason",
+          "x\n\nstatus: healthy\n\x1b[2J\xc2\x9b"
+          "1m"},
          {"members", {{{"rank", 0}, {"device", "d\rX"}}}}}}},
       {"problems",
        {{{"severity", "error"}, {"message", "m\x1b[31m"}, {"remedy", "r\nstatus: healthy"}}}},
@@ -282,8 +285,8 @@ TEST_F(HardeningTest, LongestGroupNamesFormAtEveryGeneration) {
       std::unique_ptr<GroupMembership> m0, m1;
       ipc::JoinParams p0 = HostJoin(socket(), group, 0, 2), p1 = HostJoin(socket(), group, 1, 2);
       p0.timeout = p1.timeout = std::chrono::milliseconds(3000);
-      const std::string at = "length " + std::to_string(len) + " formation " +
-                             std::to_string(formation) + ": ";
+      const std::string at =
+          "length " + std::to_string(len) + " formation " + std::to_string(formation) + ": ";
       auto j0 = GroupMembership::Join(p0);
       ASSERT_TRUE(j0.ok()) << at << j0.status().ToString();
       auto j1 = GroupMembership::Join(p1);
@@ -393,9 +396,12 @@ TEST_F(HardeningTest, BrokerWhoseSocketDirectoryWasRecreatedStepsAside) {
   ASSERT_EQ(::stat(sock.c_str(), &before), 0);
   // The old broker sees its socket gone and leaves; were it told to stop
   // instead, it must not take the new broker's socket with it.
-  bool gone = WaitFor([&] { return ::kill(old_broker.pid(), 0) != 0 ||
-                                   ::waitpid(old_broker.pid(), nullptr, WNOHANG) > 0; },
-                      std::chrono::seconds(3));
+  bool gone = WaitFor(
+      [&] {
+        return ::kill(old_broker.pid(), 0) != 0 ||
+               ::waitpid(old_broker.pid(), nullptr, WNOHANG) > 0;
+      },
+      std::chrono::seconds(3));
   EXPECT_TRUE(gone) << "two brokers serve " << sock;
   if (!gone) old_broker.Signal(SIGTERM);
   struct stat after {};
@@ -447,13 +453,12 @@ TEST_F(HardeningTest, GenerationMapAndLogStayBounded) {
   EXPECT_LE(doc["broker"]["remembered_names"].get<int>(), 8) << doc["broker"].dump();
   // Checked every tick: the log may overshoot by what one tick writes.
   struct stat rotated {};
-  EXPECT_TRUE(WaitFor([&] { return ::stat((log + ".1").c_str(), &rotated) == 0; },
-                      std::chrono::seconds(2)))
+  EXPECT_TRUE(
+      WaitFor([&] { return ::stat((log + ".1").c_str(), &rotated) == 0; }, std::chrono::seconds(2)))
       << "the log was not rotated";
   struct stat st {};
-  ASSERT_TRUE(WaitFor(
-      [&] { return ::stat(log.c_str(), &st) == 0 && st.st_size <= 16384; },
-      std::chrono::seconds(2)))
+  ASSERT_TRUE(WaitFor([&] { return ::stat(log.c_str(), &st) == 0 && st.st_size <= 16384; },
+                      std::chrono::seconds(2)))
       << "the log grew past its cap: " << st.st_size << " bytes";
   EXPECT_LT(rotated.st_size, 4 * 16384);
   EXPECT_TRUE(BrokerAlive());
@@ -520,8 +525,9 @@ TEST_F(HardeningTest, RankThatCannotReserveItsBufferFailsItsPeersAtOnce) {
   }
   EXPECT_GE(refused, 1);
   EXPECT_TRUE(BrokerAlive());
-  EXPECT_TRUE(WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group).empty(); },
-                      std::chrono::seconds(3)));
+  EXPECT_TRUE(
+      WaitFor([&] { return ShmObjectsWithPrefix(ipc::UserPrefix(::getuid()) + group).empty(); },
+              std::chrono::seconds(3)));
 }
 
 }  // namespace

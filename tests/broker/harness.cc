@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,11 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "gtest/gtest.h"
-#include <sys/socket.h>
-#include <sys/un.h>
-
 #include "common/status_macros.h"
+#include "gtest/gtest.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "ipc/wire.h"
@@ -250,7 +249,8 @@ CtlRun Qrctl(std::vector<std::string> args) {
 std::string EnterPrivateShm(size_t bytes) {
   static const std::string result = [bytes]() -> std::string {
     if (::getuid() != 0) return "needs root (a private mount namespace)";
-    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::unshare(CLONE_NEWNS) != 0)
+      return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       return std::string("making / private: ") + std::strerror(errno);
     }

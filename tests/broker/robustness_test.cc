@@ -103,13 +103,15 @@ TEST_F(RobustnessTest, UnknownTypesOversizedFramesAndOtherVersionsAreRefused) {
     const char* text;
   };
   std::vector<Case> cases = {
-      {frame_with(ipc::kProtocolVersion, 777, 0), StatusCode::kInvalidArgument, "unknown message type"},
+      {frame_with(ipc::kProtocolVersion, 777, 0), StatusCode::kInvalidArgument,
+       "unknown message type"},
       {frame_with(ipc::kProtocolVersion, 1, 1u << 20), StatusCode::kInvalidArgument,
        "512-byte request limit"},
       {frame_with(ipc::kProtocolVersion, 4, 600), StatusCode::kInvalidArgument,
        "512-byte request limit"},
       {frame_with(9, 1, 0), StatusCode::kUnsupported, "protocol version 9"},
-      {frame_with(ipc::kProtocolVersion, 65, 8), StatusCode::kInvalidArgument, "truncated"},  // READY, no payload
+      {frame_with(ipc::kProtocolVersion, 65, 8), StatusCode::kInvalidArgument,
+       "truncated"},  // READY, no payload
   };
   // READY (a broker-to-client message) with a valid payload.
   auto ready = frame_with(ipc::kProtocolVersion, 65, 8);
@@ -211,8 +213,8 @@ TEST_F(RobustnessTest, OtherUidsAreRefused) {
     EXPECT_EQ(code, static_cast<uint32_t>(StatusCode::kUnavailable)) << msg;
     if (open_up) {
       // Both ends check SO_PEERCRED; the client's check answers first.
-      EXPECT_THAT(std::string(msg), ::testing::AnyOf(HasSubstr("serves uid 0 only"),
-                                                     HasSubstr("runs as uid 0")));
+      EXPECT_THAT(std::string(msg),
+                  ::testing::AnyOf(HasSubstr("serves uid 0 only"), HasSubstr("runs as uid 0")));
     } else {
       EXPECT_THAT(std::string(msg), HasSubstr("Permission denied"));
     }

@@ -33,13 +33,15 @@
 namespace qr::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using ipc::GroupMembership;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 constexpr uid_t kOther = 65534;
 
-bool BecomeOther() { return ::setresgid(kOther, kOther, kOther) == 0 && ::setresuid(kOther, kOther, kOther) == 0; }
+bool BecomeOther() {
+  return ::setresgid(kOther, kOther, kOther) == 0 && ::setresuid(kOther, kOther, kOther) == 0;
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path);
@@ -66,7 +68,8 @@ int RunBroker(const std::vector<std::string>& args, const std::vector<std::strin
   const auto deadline = std::chrono::steady_clock::now() + wait;
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
     std::this_thread::sleep_for(milliseconds(10));
   }
   ::kill(pid, SIGKILL);
@@ -133,7 +136,8 @@ TEST_F(TrustTest, FakeBrokerOfAnotherUidIsRefusedBeforeAnythingIsSent) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(s, 4) != 0) return 1;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(s, 4) != 0)
+      return 1;
     ::chmod(path.c_str(), 0777);
     uint32_t ready = 0;
     pipe.Write(&ready, sizeof(ready));
@@ -176,7 +180,8 @@ TEST_F(TrustTest, SquattedDefaultDirectoryIsRefusedWithAdvice) {
   EXPECT_THAT(m.status(), StatusIs(StatusCode::kUnavailable, HasSubstr("belongs to uid 65534")));
   EXPECT_THAT(m.status().message(), HasSubstr("set XDG_RUNTIME_DIR"));
   const std::string log = dir_.path() + "/squat.log";
-  EXPECT_NE(RunBroker({"--socket", path}, {"XDG_RUNTIME_DIR=" + xdg}, log, std::chrono::seconds(5)), 0);
+  EXPECT_NE(RunBroker({"--socket", path}, {"XDG_RUNTIME_DIR=" + xdg}, log, std::chrono::seconds(5)),
+            0);
   EXPECT_THAT(ReadAll(log), HasSubstr("QR_BROKER_SOCKET"));
   ::unsetenv("XDG_RUNTIME_DIR");
 }
@@ -189,7 +194,8 @@ TEST_F(TrustTest, SymlinkAtTheDefaultDirectoryIsNotFollowed) {
   ASSERT_EQ(::symlink(target.c_str(), (xdg + "/quickreduce").c_str()), 0);
   const std::string path = xdg + "/quickreduce/broker.sock";
   const std::string log = dir_.path() + "/link.log";
-  EXPECT_NE(RunBroker({"--socket", path}, {"XDG_RUNTIME_DIR=" + xdg}, log, std::chrono::seconds(3)), 0);
+  EXPECT_NE(RunBroker({"--socket", path}, {"XDG_RUNTIME_DIR=" + xdg}, log, std::chrono::seconds(3)),
+            0);
   EXPECT_THAT(ReadAll(log), HasSubstr("symbolic link"));
   struct stat st {};
   ASSERT_EQ(::stat(target.c_str(), &st), 0);
@@ -298,15 +304,16 @@ TEST_F(TrustTest, FullDevShmFailsCleanlyAndTheBrokerSurvives) {
       pipe.Write(msg, sizeof(msg));
       return code;
     };
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m,mode=1777") != 0) {
       return report(77, std::string("unshare/mount: ") + std::strerror(errno));
     }
     // A host buffer larger than what is free.
     auto big = ShmMapping::Create("/quickreduce-trust-big", 8 << 20);
     if (big.ok() || big.status().code() != StatusCode::kUnavailable ||
-        big.status().message().find("not enough shared memory: need 8 MiB in /dev/shm, 1 MiB free") ==
-            std::string::npos) {
+        big.status().message().find(
+            "not enough shared memory: need 8 MiB in /dev/shm, 1 MiB free") == std::string::npos) {
       return report(1, "8 MiB buffer: " + big.status().ToString());
     }
     BrokerProcess b(BrokerBinary(), socket());
@@ -346,7 +353,8 @@ TEST_F(TrustTest, DeadPeerIsSeenWithoutABroker) {
   WaitChild(peer);
   EXPECT_TRUE(WaitFor([&] { return !m0->Check().ok(); }, std::chrono::seconds(1)))
       << "no PEER_FAILED within 1 s of the kill";
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_THAT(m0->Check(), StatusIs(StatusCode::kPeerFailed, HasSubstr("rank 1")));
   std::printf("survivor saw PEER_FAILED %.1f ms after the kill\n", ms);
 }
@@ -360,7 +368,8 @@ TEST_F(TrustTest, LastMemberOutRemovesTheGroupWithoutABroker) {
   std::unique_ptr<GroupMembership> m0;
   pid_t peer = FormWithPeerChild(group, &m0, [](GroupMembership& m) {
     // A data object of this rank, as the host backend makes one.
-    const int fd = ::shm_open((m.segment_name() + "-host1").c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    const int fd =
+        ::shm_open((m.segment_name() + "-host1").c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) ::close(fd);
     return fd >= 0;
   });

@@ -63,8 +63,8 @@ int SweepWorker(const WorkerArgs& a) {
       const Algorithm algorithm = AlgorithmOf((*comm)->config(), c, a.world_size());
       const demo::Verdict v = VerifyCase(c, a.world_size(), algorithm, out.data());
       if (!v.ok()) {
-        std::fprintf(stderr, "rank 0: %s (%s): %s\n", CaseName(c).c_str(),
-                     AlgorithmName(algorithm), v.Describe().c_str());
+        std::fprintf(stderr, "rank 0: %s (%s): %s\n", CaseName(c).c_str(), AlgorithmName(algorithm),
+                     v.Describe().c_str());
         ++failures;
       }
     }
@@ -174,7 +174,8 @@ class AllReduceTest : public E2eTest {
     const std::vector<Case> cases = OneShotSweep(world_size);
     Config defaults;
     int one_shot = 0;
-    for (const Case& c : cases) one_shot += AlgorithmOf(defaults, c, world_size) == Algorithm::kOneShot;
+    for (const Case& c : cases)
+      one_shot += AlgorithmOf(defaults, c, world_size) == Algorithm::kOneShot;
     ASSERT_GE(one_shot, 12) << "the sweep should mostly run one-shot";
     ASSERT_LT(one_shot, static_cast<int>(cases.size())) << "and some two-shot in between";
     Finish(StartSweep("one-shot", world_size, cases, /*env=*/{}));
@@ -256,9 +257,9 @@ TEST_F(AllReduceTest, RanksDisagreeingOnTheOneShotCeilingAreRefusedAtJoin) {
   const std::string group = UniqueGroup("ceiling-mismatch");
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r) {
-    pids.push_back(SpawnWorker("ceiling-mismatch", group, r, 4, {},
-                               r == 0 ? std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"}
-                                      : std::vector<std::string>{}));
+    pids.push_back(SpawnWorker(
+        "ceiling-mismatch", group, r, 4, {},
+        r == 0 ? std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"} : std::vector<std::string>{}));
   }
   std::vector<int> codes = WaitAll(pids, std::chrono::seconds(60));
   for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
@@ -268,9 +269,8 @@ TEST_F(AllReduceTest, RanksDisagreeingOnTheOneShotCeilingAreRefusedAtJoin) {
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  return qr::testing::E2eMain(
-      argc, argv,
-      {{"sweep", &qr::testing::SweepWorker},
-       {"mismatch", &qr::testing::MismatchWorker},
-       {"ceiling-mismatch", &qr::testing::CeilingMismatchWorker}});
+  return qr::testing::E2eMain(argc, argv,
+                              {{"sweep", &qr::testing::SweepWorker},
+                               {"mismatch", &qr::testing::MismatchWorker},
+                               {"ceiling-mismatch", &qr::testing::CeilingMismatchWorker}});
 }

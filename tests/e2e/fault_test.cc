@@ -1,9 +1,9 @@
 // Faults across real processes: a member SIGKILLed in the middle of a stream
 // of all-reduces (one-shot or two-shot calls) makes every survivor's call
-// fail with kPeerFailed within 1 s (measured against the kill on the shared monotonic clock); survivors
-// then leave, and all ranks (a fresh process for the dead one) re-join the
-// same group name as a new generation that all-reduces correctly. A rank
-// that calls Abort fails its peers the same way.
+// fail with kPeerFailed within 1 s (measured against the kill on the shared monotonic clock);
+// survivors then leave, and all ranks (a fresh process for the dead one) re-join the same group
+// name as a new generation that all-reduces correctly. A rank that calls Abort fails its peers the
+// same way.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -133,7 +133,8 @@ int AbortWorker(const WorkerArgs& a) {
   std::vector<uint16_t> in(65536), out(in.size());
   demo::FillInput(DType::kFloat16, a.rank(), 7, static_cast<int64_t>(in.size()), in.data());
   for (int i = 0; i <= 20; ++i) {
-    if (!(*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kInt8, false)
+    if (!(*comm)
+             ->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kInt8, false)
              .ok()) {
       return 3;
     }
@@ -151,7 +152,8 @@ int AbortWorker(const WorkerArgs& a) {
   }
   if (!(*comm)->Abort("rank-local fatal error").ok()) return 6;
   if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 7;
-  if ((*comm)->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
+  if ((*comm)
+          ->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
           .code() != StatusCode::kPeerFailed) {
     return 8;
   }
@@ -169,8 +171,8 @@ class FaultTest : public E2eTest {
     const bool one_shot = algorithm == Algorithm::kOneShot;
     const std::string group =
         UniqueGroup("kill" + std::to_string(world_size) + (one_shot ? "-one" : "-two"));
-    const std::map<std::string, std::string> args = {
-        {"count", one_shot ? "8192" : "65536"}, {"algorithm", AlgorithmName(algorithm)}};
+    const std::map<std::string, std::string> args = {{"count", one_shot ? "8192" : "65536"},
+                                                     {"algorithm", AlgorithmName(algorithm)}};
     const std::vector<std::string> env =
         one_shot ? std::vector<std::string>{} : std::vector<std::string>{"QR_ONE_SHOT_MAX_KB=0"};
     std::vector<pid_t> pids = SpawnWorkers("stream", group, world_size, args, env);
@@ -255,9 +257,8 @@ TEST_F(FaultTest, KilledRankDuringOneShotCallsFailsSurvivorsThenRejoinWs8) {
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  return qr::testing::E2eMain(
-      argc, argv,
-      {{"stream", &qr::testing::StreamWorker},
-       {"rejoin", &qr::testing::RejoinWorker},
-       {"abort", &qr::testing::AbortWorker}});
+  return qr::testing::E2eMain(argc, argv,
+                              {{"stream", &qr::testing::StreamWorker},
+                               {"rejoin", &qr::testing::RejoinWorker},
+                               {"abort", &qr::testing::AbortWorker}});
 }

@@ -259,10 +259,9 @@ TEST_F(HostBackendTest, RanksRunningDifferentAlgorithmsFailAtOnce) {
 }  // namespace qr::testing
 
 int main(int argc, char** argv) {
-  return qr::testing::E2eMain(
-      argc, argv,
-      {{"repeat", &qr::testing::RepeatWorker},
-       {"timeout", &qr::testing::TimeoutWorker},
-       {"one-shot", &qr::testing::OneShotWorker},
-       {"algorithm-mismatch", &qr::testing::AlgorithmMismatchWorker}});
+  return qr::testing::E2eMain(argc, argv,
+                              {{"repeat", &qr::testing::RepeatWorker},
+                               {"timeout", &qr::testing::TimeoutWorker},
+                               {"one-shot", &qr::testing::OneShotWorker},
+                               {"algorithm-mismatch", &qr::testing::AlgorithmMismatchWorker}});
 }

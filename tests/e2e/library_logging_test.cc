@@ -6,6 +6,10 @@
 // logs at debug, and a host program's default logger (its sinks and level),
 // spdlog's registry and spdlog::set_level neither change nor are changed.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,11 +22,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "comm/quickreduce.h"
 #include "tests/util/process.h"

@@ -160,8 +160,8 @@ TEST_F(LifecycleTest, EightThreadsEachWithItsOwnCommunicatorInTwoGroups) {
   ASSERT_EQ(failures, 0);
   ASSERT_OK_AND_ASSIGN(const Config config, LoadConfigFromEnv(Platform::kHost));  // as they did
   for (size_t i = 0; i < cases.size(); ++i) {
-    const demo::Verdict v = VerifyCase(cases[i], 4, AlgorithmOf(config, cases[i], 4),
-                                       outputs[0][i].data());
+    const demo::Verdict v =
+        VerifyCase(cases[i], 4, AlgorithmOf(config, cases[i], 4), outputs[0][i].data());
     EXPECT_TRUE(v.ok()) << CaseName(cases[i]) << ": " << v.Describe();
     for (int t = 1; t < 8; ++t) {
       EXPECT_EQ(outputs[t][i], outputs[0][i]) << "thread " << t << " " << CaseName(cases[i]);
@@ -209,14 +209,14 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     EXPECT_THAT(c.AllReduce(buf.data(), buf.data() + 56, 64, f16, Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("overlap")));
     // A view starting at element 1 (2 bytes in) is not 16-byte aligned.
-    EXPECT_THAT(c.AllReduce(buf.data() + 1, out.data(), 64, f16, Regime::kFp, false),
-                StatusIs(StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("in (" + Hex(buf.data() + 1) + ")"),
-                               HasSubstr("not 16-byte aligned"))));
-    EXPECT_THAT(c.AllReduce(buf.data(), out.data() + 4, 64, f16, Regime::kFp, false),
-                StatusIs(StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("out (" + Hex(out.data() + 4) + ")"),
-                               HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(
+        c.AllReduce(buf.data() + 1, out.data(), 64, f16, Regime::kFp, false),
+        StatusIs(StatusCode::kInvalidArgument, AllOf(HasSubstr("in (" + Hex(buf.data() + 1) + ")"),
+                                                     HasSubstr("not 16-byte aligned"))));
+    EXPECT_THAT(
+        c.AllReduce(buf.data(), out.data() + 4, 64, f16, Regime::kFp, false),
+        StatusIs(StatusCode::kInvalidArgument, AllOf(HasSubstr("out (" + Hex(out.data() + 4) + ")"),
+                                                     HasSubstr("not 16-byte aligned"))));
     EXPECT_THAT(c.AllReduce(buf.data() + 1, buf.data() + 1, 64, f16, Regime::kFp, false),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("not 16-byte aligned")));
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16, Regime::kInt3, false),
@@ -228,7 +228,7 @@ TEST_F(LifecycleTest, ArgumentErrorsAreLocalAndExplained) {
     // The configured regime is NONE (set explicitly: unset means FP).
     EXPECT_THAT(c.AllReduce(buf.data(), out.data(), 64, f16),
                 StatusIs(StatusCode::kUnsupported, HasSubstr("QR_QUANTIZATION")));
-    EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));  // no-op
+    EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kFp, false));    // no-op
     EXPECT_OK(c.AllReduce(nullptr, nullptr, 0, f16, Regime::kNone, false));  // no-op, any regime
     EXPECT_OK(c.Check());
     // Still in step with the other ranks.
@@ -267,12 +267,12 @@ TEST_F(LifecycleTest, CountersShowTrafficInQrctlStatus) {
     auto c = Communicator::Join(o);
     ASSERT_TRUE(c.ok()) << c.status();
     std::vector<uint16_t> buf(5 << 19);  // 5 MiB: two-shot (one-shot ends at 4 MiB)
-    for (int i = 0; i < 3; ++i) {  // 8 KiB: one-shot
+    for (int i = 0; i < 3; ++i) {        // 8 KiB: one-shot
       EXPECT_OK(
           (*c)->AllReduce(buf.data(), buf.data(), 4096, DType::kFloat16, Regime::kInt8, false));
     }
-    EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16, Regime::kInt8,
-                              false));
+    EXPECT_OK(
+        (*c)->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat16, Regime::kInt8, false));
     EXPECT_OK((*c)->AllReduce(buf.data(), buf.data(), 64, DType::kBFloat16, Regime::kFp, true));
     barrier.Wait();
     if (rank == 0) {

@@ -32,11 +32,10 @@ constexpr size_t kMiB = 1 << 20;
 class PolicyCApiTest : public E2eTest {
  protected:
   void TearDown() override {
-    for (const char* name :
-         {"QR_QUANTIZATION", "QR_MAX_SIZE_BYTES_MB", "QR_CAST_BF16_TO_FP16",
-          "QR_QUANTIZATION_MIN_SIZE_KB", "QR_MIN_SIZE_BYTES_MB", "QR_ONE_SHOT_MAX_KB",
-          "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
-          "QR_MIN_SIZE_TABLE"}) {
+    for (const char* name : {"QR_QUANTIZATION", "QR_MAX_SIZE_BYTES_MB", "QR_CAST_BF16_TO_FP16",
+                             "QR_QUANTIZATION_MIN_SIZE_KB", "QR_MIN_SIZE_BYTES_MB",
+                             "QR_ONE_SHOT_MAX_KB", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+                             "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "QR_MIN_SIZE_TABLE"}) {
       ::unsetenv(name);
     }
     E2eTest::TearDown();
@@ -59,7 +58,8 @@ class PolicyCApiTest : public E2eTest {
     for (std::thread& t : threads) t.join();
   }
 
-  void ExpectAlgorithms(int ws, const std::vector<size_t>& sizes, const std::vector<bool>& one_shot);
+  void ExpectAlgorithms(int ws, const std::vector<size_t>& sizes,
+                        const std::vector<bool>& one_shot);
 
   int groups_ = 0;
 };

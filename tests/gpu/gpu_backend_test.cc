@@ -7,6 +7,7 @@
 // With one GPU the ranks share it (rank r on GPU r % GPUs), which needs
 // NVIDIA MPS and QR_ALLOW_SHARED_DEVICE=1 (tools/gpu/run_suite.sh sets up
 // both); without the flag the same GPU twice is refused.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "comm/communicator.h"
 #include "comm/config.h"
@@ -66,13 +65,13 @@ Algorithm Expected(int64_t count, int world_size) {
                          world_size);
 }
 
-#define WORKER_CHECK(cond, code, ...)            \
-  do {                                           \
-    if (!(cond)) {                               \
-      std::fprintf(stderr, __VA_ARGS__);         \
-      std::fprintf(stderr, "\n");                \
-      return code;                               \
-    }                                            \
+#define WORKER_CHECK(cond, code, ...)    \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::fprintf(stderr, __VA_ARGS__); \
+      std::fprintf(stderr, "\n");        \
+      return code;                       \
+    }                                    \
   } while (0)
 
 // Device buffers for one rank.
@@ -130,7 +129,8 @@ int SweepWorker(const WorkerArgs& a) {
     for (int d = 0; d < 3; ++d) {
       const DType dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
       const bool cast = d == 2;
-      for (int64_t count : {int64_t{8}, int64_t{3 * 16384 + 8}, int64_t{(1 << 20) + 8}, max_count}) {
+      for (int64_t count :
+           {int64_t{8}, int64_t{3 * 16384 + 8}, int64_t{(1 << 20) + 8}, max_count}) {
         const int rc = RunOne(**comm, a, codec, dtype, cast, count, seed++, *stream, io);
         if (rc != 0) return rc;
       }
@@ -145,10 +145,12 @@ int SweepWorker(const WorkerArgs& a) {
   io2.out = *gpu::Malloc(n2 * 2);
   WORKER_CHECK(gpu::BeginCapture(*stream).ok(), 30, "capture");
   Status s = (*comm)->AllReduce(io.in, io.out, n1, DType::kFloat16, Regime::kInt4, false, *stream);
-  if (s.ok()) s = (*comm)->AllReduce(io2.in, io2.out, n2, DType::kBFloat16, Regime::kFp, false, *stream);
+  if (s.ok())
+    s = (*comm)->AllReduce(io2.in, io2.out, n2, DType::kBFloat16, Regime::kFp, false, *stream);
   auto graph = gpu::EndCapture(*stream);
   WORKER_CHECK(s.ok(), 31, "rank %d: captured all-reduce: %s", a.rank(), s.ToString().c_str());
-  WORKER_CHECK(graph.ok(), 32, "rank %d: end capture: %s", a.rank(), graph.status().ToString().c_str());
+  WORKER_CHECK(graph.ok(), 32, "rank %d: end capture: %s", a.rank(),
+               graph.status().ToString().c_str());
   for (int rep = 0; rep < 100; ++rep) {
     const uint64_t seed1 = 5000 + rep, seed2 = 9000 + rep;
     std::vector<uint16_t> in1(n1), in2(n2), out1(n1), out2(n2);
@@ -213,10 +215,10 @@ int StreamWorker(const WorkerArgs& a) {
   WORKER_CHECK(s.code() == StatusCode::kPeerFailed, 10, "rank %d: stream ended with %s", a.rank(),
                s.ToString().c_str());
   WORKER_CHECK((*comm)->Check().code() == StatusCode::kPeerFailed, 11, "not sticky");
-  WORKER_CHECK((*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kFp, false,
-                                  *stream)
-                       .code() == StatusCode::kPeerFailed,
-               12, "later call not refused");
+  WORKER_CHECK(
+      (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kFp, false, *stream)
+              .code() == StatusCode::kPeerFailed,
+      12, "later call not refused");
   gpu::StreamDestroy(*stream);
   (*comm)->Leave().IgnoreError();
   return 0;
@@ -259,14 +261,15 @@ int TimeoutWorker(const WorkerArgs& a) {
   io.out = *gpu::Malloc(bytes);
   WORKER_CHECK((*comm)->ShouldAllReduce(bytes, DType::kFloat16), 6,
                "ShouldAllReduce says no before the call");
-  Status s = (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kInt4, false, *stream);
+  Status s =
+      (*comm)->AllReduce(io.in, io.out, count, DType::kFloat16, Regime::kInt4, false, *stream);
   WORKER_CHECK(s.ok(), 7, "enqueue: %s", s.ToString().c_str());
   const auto enqueued = std::chrono::steady_clock::now();
   WORKER_CHECK(gpu::StreamSynchronize(*stream).ok(), 8, "sync");
-  std::fprintf(stderr, "rank 0: the timed-out call drained after %.0f ms\n",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                         enqueued)
-                   .count());
+  std::fprintf(
+      stderr, "rank 0: the timed-out call drained after %.0f ms\n",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - enqueued)
+          .count());
   WORKER_CHECK(!(*comm)->ShouldAllReduce(bytes, DType::kFloat16), 9,
                "ShouldAllReduce still says yes after the kernel timed out");
   s = (*comm)->Check();
@@ -299,10 +302,10 @@ int CycleWorker(const WorkerArgs& a) {
 // naming the address, before any launch: the group stays healthy and the
 // next call is bit-exact.
 int DefaultsAndBadPointersWorker(const WorkerArgs& a) {
-  for (const char* v : {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
-                        "QR_CAST_BF16_TO_FP16", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16",
-                        "QR_MIN_SIZE_BYTES_MB", "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB",
-                        "QR_MIN_SIZE_TABLE"}) {
+  for (const char* v :
+       {"QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "QR_CAST_BF16_TO_FP16",
+        "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16", "QR_MIN_SIZE_BYTES_MB",
+        "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB", "QR_MIN_SIZE_TABLE"}) {
     ::unsetenv(v);
   }
   WORKER_CHECK(gpu::SetDevice(DeviceOf(a)).ok(), 2, "set device");

@@ -11,8 +11,8 @@
 #include "gtest/gtest.h"
 #include "kernels/codec_layout.h"
 #include "kernels/float16.h"
-#include "kernels/platform/gpu_api.h"
 #include "kernels/packed_codec.h"
+#include "kernels/platform/gpu_api.h"
 #include "tests/gpu/packed_codec_kernels.h"
 #include "tests/util/status_matchers.h"
 
@@ -63,8 +63,8 @@ TEST_F(PackedCodecGpuTest, QuantizeIsTheHostsCodeForEveryFastPathBlockMaximum) {
     size_t bad = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       if (got[i] != want[i] && bad++ < 5) {
-        ADD_FAILURE() << CodecName(codec) << " x=" << std::hex << x[i] << " e=" << e[i]
-                      << " got " << got[i] << " want " << want[i];
+        ADD_FAILURE() << CodecName(codec) << " x=" << std::hex << x[i] << " e=" << e[i] << " got "
+                      << got[i] << " want " << want[i];
       }
     }
     EXPECT_EQ(bad, 0u) << CodecName(codec) << " of " << x.size();
@@ -89,8 +89,8 @@ TEST_F(PackedCodecGpuTest, DecodeIsTheHostsForEveryScaleWordAndCode) {
       }
     }
     std::vector<uint32_t> got(codes.size());
-    ASSERT_OK(RunPackedOp(PackedOp::kDecode, CodecBits(codec), codes.data(), scales.data(),
-                          nullptr, got.data(), codes.size()));
+    ASSERT_OK(RunPackedOp(PackedOp::kDecode, CodecBits(codec), codes.data(), scales.data(), nullptr,
+                          got.data(), codes.size()));
     size_t bad = 0;
     for (size_t i = 0; i < codes.size(); ++i) {
       if (got[i] != want[i] && bad++ < 5) {

@@ -1,5 +1,3 @@
-#include "tests/gpu/packed_codec_kernels.h"
-
 #include <hip/hip_runtime.h>
 
 #include <memory>
@@ -7,19 +5,24 @@
 #include "common/status_macros.h"
 #include "kernels/gpu/packed_codec.cuh"
 #include "kernels/platform/gpu_status.h"
+#include "tests/gpu/packed_codec_kernels.h"
 
 namespace qr::testing {
 namespace {
 
 using kernels::gpu::PackedConstants;
 
-__global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a,
-                               const uint32_t* b, const uint32_t* c, uint32_t* out, size_t n) {
+__global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a, const uint32_t* b,
+                               const uint32_t* c, uint32_t* out, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     switch (op) {
-      case PackedOp::kQuantize: out[i] = kernels::gpu::QuantizePair(k, a[i], b[i]); break;
-      case PackedOp::kDecode: out[i] = kernels::gpu::DecodePair(k, a[i], b[i]); break;
+      case PackedOp::kQuantize:
+        out[i] = kernels::gpu::QuantizePair(k, a[i], b[i]);
+        break;
+      case PackedOp::kDecode:
+        out[i] = kernels::gpu::DecodePair(k, a[i], b[i]);
+        break;
       case PackedOp::kFusedReduce:
         out[i] = kernels::gpu::FusedReducePair(k, a[i], b[i], c[i]);
         break;
@@ -44,8 +47,8 @@ StatusOr<DeviceWords> Upload(const uint32_t* host, size_t n) {
 
 }  // namespace
 
-Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b,
-                   const uint32_t* c, uint32_t* out, size_t n) {
+Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b, const uint32_t* c,
+                   uint32_t* out, size_t n) {
   if (n == 0) return OkStatus();
   QR_ASSIGN_OR_RETURN(DeviceWords da, Upload(a, n));
   QR_ASSIGN_OR_RETURN(DeviceWords db, Upload(b, n));
@@ -55,8 +58,7 @@ Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b,
                      kernels::gpu::PackedConstantsFor(bits), da.get(), db.get(), dc.get(),
                      dout.get(), n);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());
-  QR_GPU_RETURN_IF_ERROR(
-      hipMemcpy(out, dout.get(), n * sizeof(uint32_t), hipMemcpyDeviceToHost));
+  QR_GPU_RETURN_IF_ERROR(hipMemcpy(out, dout.get(), n * sizeof(uint32_t), hipMemcpyDeviceToHost));
   return OkStatus();
 }
 

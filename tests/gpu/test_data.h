@@ -32,13 +32,30 @@ inline std::vector<uint16_t> MakeInput(DType dtype, size_t n, uint64_t seed, boo
     const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 21) - 12);
     for (size_t i = b; i < end; ++i) {
       switch (mode) {
-        case 10: v[i] = (rng() & 1) ? 0x8000 : 0; break;
-        case 11: v[i] = enc(i == b + rng() % (end - b) ? 3000.0f * uni(rng) : 1e-3f * uni(rng)); break;
-        case 12: v[i] = enc((fp16 ? 65504.0f : 3.0e38f) * (0.9f + 0.1f * uni(rng)) * ((rng() & 1) ? 1 : -1)); break;
-        case 13: v[i] = static_cast<uint16_t>((rng() % (fp16 ? 0x3FF : 0x7F)) + 1) | ((rng() & 1) ? 0x8000 : 0); break;
-        case 14: v[i] = enc(((i & 1) ? -1.0f : 1.0f) * scale); break;
-        case 15: v[i] = enc(uni(rng) * std::ldexp(1.0f, -14 - static_cast<int>(rng() % (fp16 ? 10 : 100)))); break;
-        default: v[i] = enc(uni(rng) * scale); break;
+        case 10:
+          v[i] = (rng() & 1) ? 0x8000 : 0;
+          break;
+        case 11:
+          v[i] = enc(i == b + rng() % (end - b) ? 3000.0f * uni(rng) : 1e-3f * uni(rng));
+          break;
+        case 12:
+          v[i] =
+              enc((fp16 ? 65504.0f : 3.0e38f) * (0.9f + 0.1f * uni(rng)) * ((rng() & 1) ? 1 : -1));
+          break;
+        case 13:
+          v[i] = static_cast<uint16_t>((rng() % (fp16 ? 0x3FF : 0x7F)) + 1) |
+                 ((rng() & 1) ? 0x8000 : 0);
+          break;
+        case 14:
+          v[i] = enc(((i & 1) ? -1.0f : 1.0f) * scale);
+          break;
+        case 15:
+          v[i] =
+              enc(uni(rng) * std::ldexp(1.0f, -14 - static_cast<int>(rng() % (fp16 ? 10 : 100))));
+          break;
+        default:
+          v[i] = enc(uni(rng) * scale);
+          break;
       }
       if (specials && rng() % 8192 == 0) {
         const uint16_t inf = kernels::InfBits(dtype);

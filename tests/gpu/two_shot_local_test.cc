@@ -136,17 +136,28 @@ class TwoShotLocalTest : public ::testing::Test {
   std::unique_ptr<LocalGroup> group_;
 };
 
-class TwoShotBitExactTest
-    : public TwoShotLocalTest,
-      public ::testing::WithParamInterface<std::tuple<Codec, WorkFormat>> {};
+class TwoShotBitExactTest : public TwoShotLocalTest,
+                            public ::testing::WithParamInterface<std::tuple<Codec, WorkFormat>> {};
 
 TEST_P(TwoShotBitExactTest, EqualsReferenceAtManySizes) {
   const auto [codec, elem] = GetParam();
   // Elements: tiny, around an atom row (2048), around a tile (16384),
   // partial tiles, more tiles than blocks, and a few MiB.
-  const size_t sizes[] = {8,     16,    24,     1024,       2040,          2048,
-                          2056,  16376, 16384,  16392,      3 * 16384 + 8, 100000,
-                          1 << 20, (1 << 22) + 8, 9 * 1000 * 1000 + 8};
+  const size_t sizes[] = {8,
+                          16,
+                          24,
+                          1024,
+                          2040,
+                          2048,
+                          2056,
+                          16376,
+                          16384,
+                          16392,
+                          3 * 16384 + 8,
+                          100000,
+                          1 << 20,
+                          (1 << 22) + 8,
+                          9 * 1000 * 1000 + 8};
   uint64_t seed = 1;
   for (size_t count : sizes) {
     std::vector<std::vector<uint16_t>> in;
@@ -158,19 +169,21 @@ TEST_P(TwoShotBitExactTest, EqualsReferenceAtManySizes) {
   }
   // In place.
   std::vector<std::vector<uint16_t>> in;
-  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 99 + r, false));
+  for (int r = 0; r < kWs; ++r)
+    in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 99 + r, false));
   RunAndCheck(elem, codec, 50000, in, /*in_place=*/true);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCodecsAndDtypes, TwoShotBitExactTest,
-    ::testing::Combine(::testing::Values(Codec::kFp, Codec::kInt8, Codec::kInt6,
-                                         Codec::kInt4, Codec::kInt3),
-                       ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast)),
-    [](const ::testing::TestParamInfo<std::tuple<Codec, WorkFormat>>& info) {
-      return std::string(CodecName(std::get<0>(info.param))) + "_" +
-             WorkFormatName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(AllCodecsAndDtypes, TwoShotBitExactTest,
+                         ::testing::Combine(::testing::Values(Codec::kFp, Codec::kInt8,
+                                                              Codec::kInt6, Codec::kInt4,
+                                                              Codec::kInt3),
+                                            ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
+                                                              WorkFormat::kBf16Cast)),
+                         [](const ::testing::TestParamInfo<std::tuple<Codec, WorkFormat>>& info) {
+                           return std::string(CodecName(std::get<0>(info.param))) + "_" +
+                                  WorkFormatName(std::get<1>(info.param));
+                         });
 
 class OneShotBitExactTest : public TwoShotLocalTest,
                             public ::testing::WithParamInterface<WorkFormat> {};
@@ -187,14 +200,15 @@ TEST_P(OneShotBitExactTest, EqualsReferenceAtManySizes) {
     std::vector<std::vector<uint16_t>> in;
     for (int r = 0; r < kWs; ++r) {
       in.push_back(testing::MakeInput(WorkFormatDType(elem), count, seed++ * 131 + count, true));
-      for (size_t i = r; i < count; i += 37) in[r][i] = (i / 37) % 3 == 0 ? 0xFFFF
-                                                       : (i / 37) % 3 == 1 ? 0xFFFE : 0;
+      for (size_t i = r; i < count; i += 37)
+        in[r][i] = (i / 37) % 3 == 0 ? 0xFFFF : (i / 37) % 3 == 1 ? 0xFFFE : 0;
     }
     RunAndCheck(elem, seed % 2 ? Codec::kInt4 : Codec::kFp, count, in, false, true);
     if (HasFatalFailure()) return;
   }
   std::vector<std::vector<uint16_t>> in;
-  for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 7 + r, false));
+  for (int r = 0; r < kWs; ++r)
+    in.push_back(testing::MakeInput(WorkFormatDType(elem), 50000, 7 + r, false));
   RunAndCheck(elem, Codec::kFp, 50000, in, /*in_place=*/true, /*one_shot=*/true);
 }
 
@@ -241,17 +255,17 @@ TEST_P(SharedGpuBitExactTest, EqualsReferenceAtManySizes) {
 INSTANTIATE_TEST_SUITE_P(
     WorldSizes4And8, SharedGpuBitExactTest,
     ::testing::Combine(::testing::Values(4, 8),
-                       ::testing::Values(Codec::kFp, Codec::kInt8, Codec::kInt6,
-                                         Codec::kInt4),
-                       ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast)),
+                       ::testing::Values(Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4),
+                       ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
+                                         WorkFormat::kBf16Cast)),
     [](const ::testing::TestParamInfo<std::tuple<int, Codec, WorkFormat>>& info) {
       return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-             CodecName(std::get<1>(info.param)) + "_" +
-             WorkFormatName(std::get<2>(info.param));
+             CodecName(std::get<1>(info.param)) + "_" + WorkFormatName(std::get<2>(info.param));
     });
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, OneShotBitExactTest,
-                         ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16, WorkFormat::kBf16Cast),
+                         ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
+                                           WorkFormat::kBf16Cast),
                          [](const ::testing::TestParamInfo<WorkFormat>& info) {
                            return std::string(WorkFormatName(info.param));
                          });
@@ -266,7 +280,8 @@ TEST_F(TwoShotLocalTest, EqualsReferenceAt256MiB) {
   uint64_t seed = 5;
   for (const auto& [codec, elem] : cases) {
     std::vector<std::vector<uint16_t>> in;
-    for (int r = 0; r < kWs; ++r) in.push_back(testing::MakeUniformInput(WorkFormatDType(elem), count, seed++));
+    for (int r = 0; r < kWs; ++r)
+      in.push_back(testing::MakeUniformInput(WorkFormatDType(elem), count, seed++));
     RunAndCheck(elem, codec, count, in);
     if (HasFatalFailure()) return;
   }
@@ -397,9 +412,9 @@ TEST_P(GroupTest, FiftyThousandCallsAlternatingShapesNeverHang) {
       ASSERT_OK(gpu::SetDevice(group_->device(r)));
       ASSERT_OK(gpu::Memcpy(bufs[k]->in[r], in[r].data(), counts[k] * 2));
     }
-    ASSERT_OK(ReferenceAllReduce(testing::ReferenceParams(WorkFormat::kFp16, Codec::kInt4, ws,
-                                                          counts[k]),
-                                 ip.data(), op.data()));
+    ASSERT_OK(
+        ReferenceAllReduce(testing::ReferenceParams(WorkFormat::kFp16, Codec::kInt4, ws, counts[k]),
+                           ip.data(), op.data()));
   }
   constexpr int kCalls = 50000;
   const auto start = std::chrono::steady_clock::now();

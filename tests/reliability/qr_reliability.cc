@@ -284,8 +284,8 @@ class Buffers {
   }
   // One all-reduce, waited for (on a GPU the error shows after the kernel).
   Status AllReduce(Communicator& c, int64_t count, Regime regime) {
-    Status s = c.AllReduce(in_, out_, static_cast<size_t>(count), DType::kFloat16, regime,
-                           false, stream_);
+    Status s =
+        c.AllReduce(in_, out_, static_cast<size_t>(count), DType::kFloat16, regime, false, stream_);
     if (!s.ok() || device_ < 0) return s;
     gpu::StreamSynchronize(stream_).IgnoreError();  // a kernel that gave up still completes
     return c.Check();
@@ -372,15 +372,24 @@ StatusOr<Ranks> SpawnRanks(const WorkerFlags& base) {
   Ranks ranks;
   ranks.flags = base;
   for (int r = 0; r < base.world_size; ++r) {
-    std::vector<std::string> argv = {SelfExecutablePath(), "_worker",
-                                     "--group", base.group,
-                                     "--dir", base.dir,
-                                     "--mode", base.mode,
-                                     "--rank", std::to_string(r),
-                                     "--ws", std::to_string(base.world_size),
-                                     "--device", std::to_string(base.device),
-                                     "--count", std::to_string(base.count),
-                                     "--regime", base.regime};
+    std::vector<std::string> argv = {SelfExecutablePath(),
+                                     "_worker",
+                                     "--group",
+                                     base.group,
+                                     "--dir",
+                                     base.dir,
+                                     "--mode",
+                                     base.mode,
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--ws",
+                                     std::to_string(base.world_size),
+                                     "--device",
+                                     std::to_string(base.device),
+                                     "--count",
+                                     std::to_string(base.count),
+                                     "--regime",
+                                     base.regime};
     QR_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, WorkerEnv(base.device)));
     ranks.pids.push_back(pid);
   }
@@ -416,11 +425,11 @@ bool AllReady(const Ranks& ranks, milliseconds timeout) {
 
 struct Trial {
   bool ok = false;
-  double ms = 0;          // SIGKILL to the survivor's PEER_FAILED
-  double reaped_ms = 0;   // SIGKILL to the victim reaped here
+  double ms = 0;         // SIGKILL to the survivor's PEER_FAILED
+  double reaped_ms = 0;  // SIGKILL to the victim reaped here
   int fds_before = 0, fds_after = 0;
   std::vector<std::string> left_over;  // the group's objects once it ended
-  int broker_fds = -1;    // after the group ended (-1: no broker)
+  int broker_fds = -1;                 // after the group ended (-1: no broker)
   std::string note;
 };
 
@@ -534,12 +543,13 @@ int PeerKill(const std::string& broker_bin, const std::string& setups_text,
         f.device = device;
         f.regime = regime;
         Trial t = RunPeerKill(broker, setup, f, fresh_broker_fds, rng);
-        std::printf("%-8s %4d MiB #%-3d %s %8.2f ms (victim reaped %6.2f ms)  survivor fds %d -> "
-                    "%d  left in /dev/shm: %zu%s  broker fds %d  | %s\n",
-                    setup.c_str(), mib, i, t.ok ? "PEER_FAILED" : "FAILED     ", t.ms, t.reaped_ms,
-                    t.fds_before, t.fds_after, t.left_over.size(),
-                    t.left_over.empty() ? "" : (" (" + t.left_over.front() + ", ...)").c_str(),
-                    t.broker_fds, t.note.c_str());
+        std::printf(
+            "%-8s %4d MiB #%-3d %s %8.2f ms (victim reaped %6.2f ms)  survivor fds %d -> "
+            "%d  left in /dev/shm: %zu%s  broker fds %d  | %s\n",
+            setup.c_str(), mib, i, t.ok ? "PEER_FAILED" : "FAILED     ", t.ms, t.reaped_ms,
+            t.fds_before, t.fds_after, t.left_over.size(),
+            t.left_over.empty() ? "" : (" (" + t.left_over.front() + ", ...)").c_str(),
+            t.broker_fds, t.note.c_str());
         std::fflush(stdout);
         if (!t.ok) {
           ++failures;
@@ -583,11 +593,12 @@ int PeerKill(const std::string& broker_bin, const std::string& setups_text,
 
 void Snapshot(const char* when, int cycle, double seconds, const Broker& broker,
               const std::string& group) {
-  std::printf("%-7s cycle %6d  %7.1f s  broker RSS %6ld KiB, %3d fds  |  ours RSS %6ld KiB, %3d "
-              "fds  |  /dev/shm: %zu of the group, %zu of this uid, %zu entries\n",
-              when, cycle, seconds, RssKiB(broker.pid()), OpenFds(broker.pid()),
-              RssKiB(::getpid()), OpenFds(::getpid()), ShmObjectsContaining(group).size(),
-              OurShmObjects().size(), ShmEntries());
+  std::printf(
+      "%-7s cycle %6d  %7.1f s  broker RSS %6ld KiB, %3d fds  |  ours RSS %6ld KiB, %3d "
+      "fds  |  /dev/shm: %zu of the group, %zu of this uid, %zu entries\n",
+      when, cycle, seconds, RssKiB(broker.pid()), OpenFds(broker.pid()), RssKiB(::getpid()),
+      OpenFds(::getpid()), ShmObjectsContaining(group).size(), OurShmObjects().size(),
+      ShmEntries());
   std::fflush(stdout);
 }
 
@@ -696,11 +707,12 @@ int ShmNeeds(const std::string& broker_bin, int device) {
         if (name.size() == objects.front().size()) segment += bytes;
       }
       const uint64_t dropped = free_before - DevShmSpace().free;
-      std::printf("ws %d: %zu objects, %s in all (statvfs: %s less free); segment %llu KiB, "
-                  "per rank %llu KiB\n",
-                  ws, objects.size(), MiB(total).c_str(), MiB(dropped).c_str(),
-                  static_cast<unsigned long long>(segment >> 10),
-                  static_cast<unsigned long long>((total - segment) / static_cast<uint64_t>(ws) >> 10));
+      std::printf(
+          "ws %d: %zu objects, %s in all (statvfs: %s less free); segment %llu KiB, "
+          "per rank %llu KiB\n",
+          ws, objects.size(), MiB(total).c_str(), MiB(dropped).c_str(),
+          static_cast<unsigned long long>(segment >> 10),
+          static_cast<unsigned long long>((total - segment) / static_cast<uint64_t>(ws) >> 10));
     }
     WriteFile(dir.path() + "/" + f.group + "-stop", "1\n");
     if (ranks.ok()) {
@@ -733,9 +745,10 @@ int ReserveCost(int repeat) {
       free_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
     const Summary c = Summarise(create_ms), f = Summarise(free_ms);
-    std::printf("%2d MiB: reserve (create) min %.1f median %.1f max %.1f ms; free (unmap, "
-                "unlink) min %.1f median %.1f max %.1f ms\n",
-                mib, c.min, c.median, c.max, f.min, f.median, f.max);
+    std::printf(
+        "%2d MiB: reserve (create) min %.1f median %.1f max %.1f ms; free (unmap, "
+        "unlink) min %.1f median %.1f max %.1f ms\n",
+        mib, c.min, c.median, c.max, f.min, f.median, f.max);
   }
   return 0;
 }
@@ -801,7 +814,8 @@ class Checks {
 void ReportFormation(const Formation& f, const std::string& what) {
   std::printf("  %s: returned after %.0f ms\n", what.c_str(), f.slowest_ms);
   for (size_t r = 0; r < f.errors.size(); ++r) {
-    std::printf("    rank %zu: %s\n", r, f.errors[r].ok() ? "joined" : f.errors[r].ToString().c_str());
+    std::printf("    rank %zu: %s\n", r,
+                f.errors[r].ok() ? "joined" : f.errors[r].ToString().c_str());
   }
 }
 

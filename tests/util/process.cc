@@ -82,8 +82,8 @@ std::string BrokerBinary() {
 
 void SetBrokerBinary(const std::string& path) { GivenBrokerBinary() = path; }
 
-BrokerProcess::BrokerProcess(std::string binary, std::string socket,
-                             std::vector<std::string> args, std::vector<std::string> env)
+BrokerProcess::BrokerProcess(std::string binary, std::string socket, std::vector<std::string> args,
+                             std::vector<std::string> env)
     : binary_(std::move(binary)),
       socket_(std::move(socket)),
       args_(std::move(args)),

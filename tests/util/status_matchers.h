@@ -15,21 +15,20 @@ namespace qr::testing {
 
 inline const Status& GetStatus(const Status& s) { return s; }
 template <typename T>
-const Status& GetStatus(const StatusOr<T>& s) { return s.status(); }
+const Status& GetStatus(const StatusOr<T>& s) {
+  return s.status();
+}
 
-MATCHER_P(StatusIs, code,
-          std::string("has code ") + ::qr::StatusCodeName(code)) {
+MATCHER_P(StatusIs, code, std::string("has code ") + ::qr::StatusCodeName(code)) {
   const ::qr::Status& s = ::qr::testing::GetStatus(arg);
   *result_listener << "status is " << s.ToString();
   return s.code() == code;
 }
 
-MATCHER_P2(StatusIs, code, message_matcher,
-           std::string("has code ") + ::qr::StatusCodeName(code)) {
+MATCHER_P2(StatusIs, code, message_matcher, std::string("has code ") + ::qr::StatusCodeName(code)) {
   const ::qr::Status& s = ::qr::testing::GetStatus(arg);
   *result_listener << "status is " << s.ToString();
-  return s.code() == code &&
-         ::testing::Matches(message_matcher)(s.message());
+  return s.code() == code && ::testing::Matches(message_matcher)(s.message());
 }
 
 }  // namespace qr::testing
@@ -42,10 +41,10 @@ MATCHER_P2(StatusIs, code, message_matcher,
     const ::qr::Status qr_test_status_ = ::qr::testing::GetStatus(expr); \
     ASSERT_TRUE(qr_test_status_.ok()) << qr_test_status_;                \
   } while (0)
-#define EXPECT_OK(expr)                                            \
-  do {                                                             \
+#define EXPECT_OK(expr)                                                  \
+  do {                                                                   \
     const ::qr::Status qr_test_status_ = ::qr::testing::GetStatus(expr); \
-    EXPECT_TRUE(qr_test_status_.ok()) << qr_test_status_;         \
+    EXPECT_TRUE(qr_test_status_.ok()) << qr_test_status_;                \
   } while (0)
 
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
