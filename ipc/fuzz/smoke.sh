@@ -14,11 +14,12 @@ if ! command -v "$clang" >/dev/null; then
   echo "fuzz smoke: $clang not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 1
 fi
-flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
+flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.
+  -DFMT_HEADER_ONLY)  # as //bazel/third_party:fmt builds it
 common=(ipc/wire.cc ipc/names.cc common/utf8.cc common/status.cc common/status_macros.cc
-  common/env.cc common/syscall.cc common/unique_fd.cc)
+  common/env.cc common/limits.cc common/syscall.cc common/unique_fd.cc)
 "$clang" "${flags[@]}" ipc/fuzz/wire_fuzz.cc "${common[@]}" -o "$out/wire_fuzz"
-"$clang" "${flags[@]}" ipc/fuzz/status_fuzz.cc tools/qrctl_render.cc "${common[@]}" \
+"$clang" "${flags[@]}" ipc/fuzz/status_fuzz.cc tools/qrctl_render.cc common/bytes.cc "${common[@]}" \
   -o "$out/status_fuzz"
 for target in wire_fuzz status_fuzz; do
   mkdir -p "$out/corpus-$target"
