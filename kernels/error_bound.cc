@@ -35,6 +35,13 @@ double QuantizationErrorBound(Codec codec, double block_absmax) {
 
 double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
                          const double* block_absmax, const double* element_abs, double exact_sum) {
+  return TwoShotErrorBound(TwoShotArithmetic{}, codec, dtype, cast_bf16_to_fp16, world_size,
+                           block_absmax, element_abs, exact_sum);
+}
+
+double TwoShotErrorBound(const TwoShotArithmetic& arith, Codec codec, DType dtype,
+                         bool cast_bf16_to_fp16, int world_size, const double* block_absmax,
+                         const double* element_abs, double exact_sum) {
   const DType work = WorkDType(dtype, cast_bf16_to_fp16);
   const bool cast = work != dtype;
   const Format& w = FormatOf(work);
@@ -51,13 +58,14 @@ double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int w
       a = std::min(kFp16Format.max, a * (1.0 + kFp16Format.rel) + kFp16Format.abs);
       x = std::min(kFp16Format.max, x * (1.0 + kFp16Format.rel) + kFp16Format.abs);
     }
-    const double b = QuantizationErrorBound(codec, a);
+    const double b = arith.quantization_bound(codec, a);
     total += b;
     h_block += a + b;
     h_elem += x + b;
   }
-  // Recursive fp32 summation of ws terms, then one rounding to the work dtype.
-  const double gamma = (world_size - 1) * kU32 * 1.01;
+  // Recursive fp32 summation of ws terms (none for a fused pair), then one
+  // rounding to the work dtype.
+  const double gamma = arith.fused_pair && world_size == 2 ? 0.0 : (world_size - 1) * kU32 * 1.01;
   total += gamma * h_elem;
   total += w.rel * h_elem * (1.0 + gamma) + w.abs;
   double y_block = h_block * (1.0 + gamma) * (1.0 + w.rel) + w.abs;
@@ -66,11 +74,14 @@ double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int w
     y_block = std::min(y_block, w.max);
     y_elem = std::min(y_elem, w.max);
   }
-  // Phase 2: quantize the reduced block, decode, round to the work dtype.
-  const double b2 = QuantizationErrorBound(codec, y_block);
+  // Phase 2: quantize the reduced block, decode, round to the work dtype
+  // (unless the quantization bound already holds that rounding).
+  const double b2 = arith.quantization_bound(codec, y_block);
   total += b2;
   double out_mag = y_elem;
-  if (codec != Codec::kFp) {
+  if (arith.decode_rounded) {
+    out_mag = y_elem + b2;
+  } else if (codec != Codec::kFp) {
     total += w.rel * (y_elem + b2) + w.abs;
     out_mag = (y_elem + b2) * (1.0 + w.rel) + w.abs;
   }

@@ -29,6 +29,20 @@ double QuantizationErrorBound(Codec codec, double block_absmax);
 double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
                          const double* block_absmax, const double* element_abs, double exact_sum);
 
+// What the two-shot bound needs to know of a codec's arithmetic: the bound
+// of one quantization, whether that bound already holds the decoded value's
+// rounding to the work dtype, and whether world size 2 sums its pair with one
+// fused rounding instead of an fp32 add. The default is sections 2-3 of
+// docs/codecs.md; kernels/packed_two_shot.h passes the packed codecs'.
+struct TwoShotArithmetic {
+  double (*quantization_bound)(Codec codec, double block_absmax) = QuantizationErrorBound;
+  bool decode_rounded = false;
+  bool fused_pair = false;
+};
+double TwoShotErrorBound(const TwoShotArithmetic& arith, Codec codec, DType dtype,
+                         bool cast_bf16_to_fp16, int world_size, const double* block_absmax,
+                         const double* element_abs, double exact_sum);
+
 // Result of checking a whole all-reduce output against the bound.
 struct BoundCheck {
   double max_error = 0;      // max |output - exact_sum|

@@ -42,11 +42,6 @@
 
 namespace qr::kernels::packed {
 
-// True for the codecs this arithmetic serves: INT3, INT4, INT6.
-constexpr bool IsPacked(Codec codec) {
-  return codec == Codec::kInt3 || codec == Codec::kInt4 || codec == Codec::kInt6;
-}
-
 // s of the scale word 2^s / e: 1, 2, 4 for INT3, INT4, INT6.
 constexpr int ScaleShift(Codec codec) {
   return codec == Codec::kInt3 ? 1 : codec == Codec::kInt4 ? 2 : 4;

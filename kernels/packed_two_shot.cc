@@ -5,16 +5,12 @@
 
 #include "common/limits.h"
 #include "kernels/codec_layout.h"
+#include "kernels/error_bound.h"
 #include "kernels/float16.h"
 #include "kernels/packed_codec.h"
 
 namespace qr::kernels::packed {
 namespace {
-
-constexpr double kU16 = 0x1p-11;  // fp16 unit roundoff
-constexpr double kTiny16 = 0x1p-25;
-constexpr double kMax16 = 65504.0;
-constexpr double kU32 = 0x1p-24;
 
 // Quantizes then decodes one block of fp16 values (what every receiver of it
 // sees); codes into codes[], the scale word returned.
@@ -61,36 +57,12 @@ void TwoShotValues(Codec codec, DType dtype, int world_size, const uint16_t* con
 
 double TwoShotErrorBound(Codec codec, DType dtype, int world_size, const double* block_absmax,
                          const double* element_abs, double exact_sum) {
-  const bool cast = dtype == DType::kBFloat16;
-  double total = 0;
-  double h_block = 0;  // bound on sum over ranks of |phase-1 decoded|, block-wide
-  double h_elem = 0;   // the same for this element
-  for (int r = 0; r < world_size; ++r) {
-    double a = block_absmax[r], x = element_abs[r];
-    if (cast) {  // saturation plus one fp16 rounding of this element
-      total += std::max(0.0, x - kMax16) + kU16 * std::min(x, kMax16) + kTiny16;
-      a = std::min(kMax16, a * (1 + kU16) + kTiny16);
-      x = std::min(kMax16, x * (1 + kU16) + kTiny16);
-    }
-    // The decoded value's own fp16 rounding is inside the bound.
-    const double b = QuantizationErrorBound(codec, a);
-    total += b;
-    h_block += a + b;
-    h_elem += x + b;
-  }
-  // World size 2: one fused rounding; 4 and 8: fp32 left fold, then one.
-  const double gamma = world_size == 2 ? 0.0 : (world_size - 1) * kU32 * 1.01;
-  total += gamma * h_elem + kU16 * h_elem * (1 + gamma) + kTiny16;
-  const double y_block = std::min(kMax16, h_block * (1 + gamma) * (1 + kU16) + kTiny16);
-  const double y_elem = std::min(kMax16, h_elem * (1 + gamma) * (1 + kU16) + kTiny16);
-  // Phase 2: one quantization of the reduced block, decoded to fp16.
-  const double b2 = QuantizationErrorBound(codec, y_block);
-  total += b2;
-  if (cast) total += 0x1p-8 * std::min(y_elem + b2, kMax16) + 0x1p-134;
-  // Saturation to ±65504 moves the result towards clamp(S): measured from S
-  // it adds at most twice the part beyond the range.
-  total += 2 * std::max(0.0, std::fabs(exact_sum) - kMax16);
-  return total;
+  TwoShotArithmetic packed;
+  packed.quantization_bound = QuantizationErrorBound;  // packed::, the decode rounding inside
+  packed.decode_rounded = true;
+  packed.fused_pair = true;
+  return kernels::TwoShotErrorBound(packed, codec, dtype, dtype == DType::kBFloat16, world_size,
+                                    block_absmax, element_abs, exact_sum);
 }
 
 }  // namespace qr::kernels::packed
