@@ -9,7 +9,8 @@
 // Who reads what: comm/config.cc the data-path settings (LoadConfigFromEnv)
 // and the join timeout, common/logging.cc QR_LOG_LEVEL, ipc/ the broker's
 // socket, autostart and binary (ipc must not depend on comm, so the table
-// lives here). Defaults the table cannot hold are computed by their reader:
+// lives here), the Python package the last six (it cannot use the readers;
+// //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot hold are computed by their reader:
 // the cast and the min-size floor depend on the platform (comm/config.h), the
 // one-shot ceiling on the world size (comm/policy.h), the socket and the
 // broker binary on the running process (ipc/names.h, ipc/broker_client.h).
@@ -104,12 +105,45 @@ inline constexpr EnvVar kEnvAllowSharedDevice = EnvBoolVar(
     "one GPU (grids capped so all their blocks are resident together; kernel logic, not speed); "
     "without it the same GPU twice in a group is `QR_ALREADY_EXISTS`; see `docs/gpu-testing.md`");
 
+// Read by the Python package (python/quickreduce), not by the C++ code: declared
+// here so that README.md's table lists them too, and //python:py_env_declared
+// fails when the package reads a QR_ variable this table lacks. The package
+// takes `1` as on and anything else as off.
+inline constexpr EnvVar kEnvLibrary = EnvStringVar(
+    "QR_LIBRARY", "", "`bazel-bin/comm/libquickreduce.so` of the source tree",
+    "Python package: the `libquickreduce.so` it loads when the package holds none (a source "
+    "checkout); see `docs/python.md`");
+
+inline constexpr EnvVar kEnvQrctlBin = EnvStringVar(
+    "QR_QRCTL_BIN", "", "the packaged `qrctl`, else `bazel-bin/tools/qrctl` of the source tree",
+    "Python package: the `qrctl` that `python3 -m quickreduce status` and `gc` run");
+
+inline constexpr EnvVar kEnvVllm = EnvBoolVar(
+    "QR_VLLM", "", 0, "`0`",
+    "Python package: `1` makes the vLLM plugin install quickreduce (it also does when a regime "
+    "other than NONE is chosen); see `docs/python.md`");
+
+inline constexpr EnvVar kEnvVllmKeepNative = EnvBoolVar(
+    "QR_VLLM_KEEP_NATIVE", "", 0, "`0`",
+    "Python package: `1` keeps vLLM's own ROCm quick all-reduce where it is active instead of "
+    "replacing it");
+
+inline constexpr EnvVar kEnvSglang = EnvBoolVar(
+    "QR_SGLANG", "", 0, "`0`",
+    "Python package: `1` arms the SGLang adapter in every interpreter (the wheel's `.pth` "
+    "file); see `docs/python.md`");
+
+inline constexpr EnvVar kEnvSglangFirst = EnvBoolVar(
+    "QR_SGLANG_FIRST", "", 0, "`0`",
+    "Python package: `1` makes SGLang's custom all-reduce decline what quickreduce takes");
+
 // In README.md's order.
 inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvLogLevel,     &kEnvQuantization,          &kEnvCastBf16ToFp16, &kEnvMaxSizeMb,
     &kEnvMinSizeMb,    &kEnvQuantizationMinSizeKb, &kEnvOneShotMaxKb,   &kEnvMinSizeTable,
     &kEnvBrokerSocket, &kEnvBrokerAutostart,       &kEnvBrokerBin,      &kEnvJoinTimeoutMs,
-    &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,
+    &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,     &kEnvLibrary,        &kEnvQrctlBin,
+    &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangFirst,
 };
 
 }  // namespace qr
