@@ -96,6 +96,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const JoinOptions& o, const Con
     HostBackendOptions host;
     host.op_timeout_ms = config.op_timeout_ms;
     host.join_timeout_ms = join_timeout.count();
+    host.one_shot_ceiling_bytes = OneShotCeilingBytes(config, o.world_size);
     return CreateHostBackend(o.rank, o.world_size, host);
   }
   if (o.device < 0) {

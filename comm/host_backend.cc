@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
+#include "comm/host_backend_layout.h"
 #include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -20,69 +21,12 @@ namespace {
 
 namespace k = ::qr::kernels;
 
-constexpr uint64_t kMagic = 0x5152484f53543031ULL;  // "QRHOST01"
-constexpr uint32_t kLayoutVersion = 3;
-constexpr size_t kPage = 4096;
-
-struct SegmentHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t world_size;
-  uint64_t num_slots;
-  uint64_t one_shot_region_bytes;  // per phase
-};
-
-// One per (phase, source rank), written only by that source. `call` describes
-// the call (size, codec, dtype) so ranks that disagree fail instead of mixing
-// data; it is written before `colour` is released.
-struct alignas(64) FlagLine {
-  std::atomic<uint64_t> colour;
-  std::atomic<uint64_t> call;
-};
-static_assert(std::atomic<uint64_t>::is_always_lock_free,
-              "flags in shared memory must be lock-free (address-free)");
-static_assert(sizeof(FlagLine) == 64);
-
-constexpr size_t kFlagsOffset = kPage;
-// Flag sets: two-shot phases 0 and 1 (colour: the round), "connected" (the
-// join barrier), and one-shot phases 0 and 1 (colour: the one-shot call).
-// One-shot has sets of its own so that a rank one call ahead in one
-// algorithm never overwrites a flag (and its call description) that a slower
-// rank is still waiting on in the other.
-constexpr int kConnectedSet = 2;
-constexpr int kOneShotSet = 3;  // + phase
-constexpr int kNumFlagSets = 5;
-constexpr size_t kFlagsBytes = kNumFlagSets * kMaxWorldSize * sizeof(FlagLine);
-static_assert(kFlagsBytes <= kPage);
-constexpr size_t kDataOffset = 2 * kPage;
-// The one-shot receive region (2 phases) follows the two-shot slots.
-constexpr size_t kOneShotOffset =
-    kDataOffset + (static_cast<size_t>(k::RecvBufferBytes(kHostSlots)) + kPage - 1) / kPage * kPage;
-
-constexpr size_t SegmentBytes() {
-  return kOneShotOffset + 2 * static_cast<size_t>(k::kOneShotRegionBytes);
-}
-
-bool IsOneShotSet(int set) { return set == kOneShotSet || set == kOneShotSet + 1; }
-
-// A mapped receive buffer, ours or a peer's.
-struct View {
-  uint8_t* base = nullptr;
-  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
-  FlagLine& flag(int phase, int source) const {
-    return reinterpret_cast<FlagLine*>(base + kFlagsOffset)[phase * kMaxWorldSize + source];
-  }
-  uint8_t* recv(int64_t slot, int phase, int source, int world_size) const {
-    return base + kDataOffset + k::RecvOffset(kHostSlots, slot, phase, source, world_size);
-  }
-  // Where `source`'s one-shot values of `phase` land: OneShotMaxElems each,
-  // at offsets that depend on the world size only, not on the call.
-  uint16_t* one_shot(int phase, int source, int world_size) const {
-    return reinterpret_cast<uint16_t*>(base + kOneShotOffset +
-                                       static_cast<size_t>(phase) * k::kOneShotRegionBytes) +
-           static_cast<size_t>(source) * k::OneShotMaxElems(world_size);
-  }
-};
+using host::FlagLine;
+using host::IsOneShotSet;
+using host::kConnectedSet;
+using host::kOneShotSet;
+using host::Layout;
+using host::View;
 
 // The codec stays in a one-shot call's description although one-shot ignores
 // it: ranks naming different regimes disagree about the call all the same.
@@ -103,12 +47,17 @@ std::string CallText(uint64_t desc) {
 class HostBackend final : public Backend {
  public:
   HostBackend(int rank, int world_size, const HostBackendOptions& options)
-      : rank_(rank), world_size_(world_size), options_(options) {
+      : rank_(rank),
+        world_size_(world_size),
+        options_(options),
+        layout_(Layout::For(world_size, options.one_shot_ceiling_bytes)) {
     reduced_.resize(static_cast<size_t>(k::ShardElems(world_size)));
   }
 
   std::string device_id() const override { return std::string(ipc::kHostDeviceName); }
-  uint64_t buffer_bytes() const override { return SegmentBytes(); }
+  // The largest layout's size, not the object's (host_backend_layout.h says
+  // why); the object is Layout::object_bytes().
+  uint64_t buffer_bytes() const override { return Layout::GeometryBytes(); }
   ipc::BlobKind blob_kind() const override { return ipc::BlobKind::kHostSegment; }
 
   std::array<uint8_t, 64> blob() const override {
@@ -123,13 +72,14 @@ class HostBackend final : public Backend {
   Status Allocate(const GroupControl& group) override {
     suffix_ = "host" + std::to_string(rank_);
     segment_prefix_ = group.segment_name() + "-";
-    QR_ASSIGN_OR_RETURN(own_, ShmMapping::Create(segment_prefix_ + suffix_, SegmentBytes()));
-    auto* h = reinterpret_cast<SegmentHeader*>(own_.data());
-    h->magic = kMagic;
-    h->version = kLayoutVersion;
+    QR_ASSIGN_OR_RETURN(own_,
+                        ShmMapping::Create(segment_prefix_ + suffix_, layout_.object_bytes()));
+    auto* h = static_cast<host::BufferHeader*>(own_.data());
+    h->magic = host::kMagic;
+    h->version = host::kLayoutVersion;
     h->world_size = static_cast<uint32_t>(world_size_);
-    h->num_slots = kHostSlots;
-    h->one_shot_region_bytes = k::kOneShotRegionBytes;
+    h->num_slots = host::kSlots;
+    h->one_shot_region_bytes = layout_.one_shot_region_bytes();
     return OkStatus();
   }
 
@@ -144,7 +94,7 @@ class HostBackend final : public Backend {
     for (const PeerBuffer& m : members) {
       if (m.rank < 0 || m.rank >= world_size_) return InternalError("member rank out of range");
       if (m.rank == rank_) {
-        peers_[m.rank].base = static_cast<uint8_t*>(own_.data());
+        peers_[m.rank] = View{static_cast<uint8_t*>(own_.data()), layout_};
         continue;
       }
       if (m.kind != ipc::BlobKind::kHostSegment) {
@@ -160,18 +110,19 @@ class HostBackend final : public Backend {
         return InvalidArgumentError("rank " + std::to_string(m.rank) + " published buffer name '" +
                                     name + "', not one of group " + segment_prefix_);
       }
-      StatusOr<ShmMapping> opened = ShmMapping::Open(name, SegmentBytes());
+      // Its ceiling is ours (checked before Connect), so is its size.
+      StatusOr<ShmMapping> opened = ShmMapping::Open(name, layout_.object_bytes());
       if (!opened.ok()) {
         // A peer that died before we mapped it: report the group failure.
         Status g = group.Check();
         return g.ok() ? opened.status() : g;
       }
       ShmMapping peer = std::move(opened).value();
-      View v{static_cast<uint8_t*>(peer.data())};
-      const SegmentHeader* h = v.header();
-      if (h->magic != kMagic || h->version != kLayoutVersion ||
-          h->world_size != static_cast<uint32_t>(world_size_) || h->num_slots != kHostSlots ||
-          h->one_shot_region_bytes != static_cast<uint64_t>(k::kOneShotRegionBytes)) {
+      View v{static_cast<uint8_t*>(peer.data()), layout_};
+      const host::BufferHeader* h = v.header();
+      if (h->magic != host::kMagic || h->version != host::kLayoutVersion ||
+          h->world_size != static_cast<uint32_t>(world_size_) || h->num_slots != host::kSlots ||
+          h->one_shot_region_bytes != layout_.one_shot_region_bytes()) {
         return InvalidArgumentError("rank " + std::to_string(m.rank) + "'s buffer " + name +
                                     " has another layout");
       }
@@ -196,6 +147,14 @@ class HostBackend final : public Backend {
     auto* out = static_cast<uint16_t*>(call.out);
     if (call.algorithm == Algorithm::kOneShot) {
       QR_RETURN_IF_ERROR(k::ValidateOneShotParams(p));
+      // The policy sends nothing larger (the ceiling is the layout's); the
+      // shares hold no more.
+      if (call.count * sizeof(uint16_t) > layout_.one_shot_share) {
+        return InternalError("host backend: a one-shot call of " +
+                             std::to_string(call.count * sizeof(uint16_t)) +
+                             " bytes is above the group's one-shot ceiling (" +
+                             std::to_string(layout_.one_shot_share) + " bytes)");
+      }
       return RunOneShot(p, in, out);
     }
     QR_RETURN_IF_ERROR(k::ValidateTwoShotParams(p));
@@ -211,13 +170,13 @@ class HostBackend final : public Backend {
     const int64_t tiles = k::NumTiles(p.num_elems);
     const int64_t seg_wire = k::ShardWireBytes(p.codec, world_size_);
     const View& me = peers_[rank_];
-    for (int64_t t0 = 0; t0 < tiles; t0 += kHostSlots) {
-      const int64_t batch = std::min<int64_t>(kHostSlots, tiles - t0);
+    for (int64_t t0 = 0; t0 < tiles; t0 += host::kSlots) {
+      const int64_t batch = std::min<int64_t>(host::kSlots, tiles - t0);
       const uint64_t colour = ++round_;
       // Phase 1 (scatter): shard s of every tile goes to its owner, rank s.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
-          k::EncodeInputShard(p, in, t0 + i, s, peers_[s].recv(i, 0, rank_, world_size_));
+          k::EncodeInputShard(p, in, t0 + i, s, peers_[s].recv(i, 0, rank_));
         }
       }
       Raise(0, colour, desc);
@@ -226,12 +185,12 @@ class HostBackend final : public Backend {
       // phase-1 slot, copy that to every peer (same bytes everywhere).
       const uint8_t* received[kMaxWorldSize];
       for (int64_t i = 0; i < batch; ++i) {
-        for (int s = 0; s < world_size_; ++s) received[s] = me.recv(i, 0, s, world_size_);
+        for (int s = 0; s < world_size_; ++s) received[s] = me.recv(i, 0, s);
         k::ReduceShard(p, received, reduced_.data());
-        uint8_t* mine = me.recv(i, 1, rank_, world_size_);
+        uint8_t* mine = me.recv(i, 1, rank_);
         k::EncodeReducedShard(p, reduced_.data(), mine);
         for (int s = 0; s < world_size_; ++s) {
-          if (s != rank_) std::memcpy(peers_[s].recv(i, 1, rank_, world_size_), mine, seg_wire);
+          if (s != rank_) std::memcpy(peers_[s].recv(i, 1, rank_), mine, seg_wire);
         }
       }
       Raise(1, colour, desc);
@@ -239,7 +198,7 @@ class HostBackend final : public Backend {
       // Phase 2 (gather): every shard from its owner.
       for (int64_t i = 0; i < batch; ++i) {
         for (int s = 0; s < world_size_; ++s) {
-          k::DecodeOutputShard(p, me.recv(i, 1, s, world_size_), t0 + i, s, out);
+          k::DecodeOutputShard(p, me.recv(i, 1, s), t0 + i, s, out);
         }
       }
     }
@@ -267,16 +226,16 @@ class HostBackend final : public Backend {
     const uint64_t colour = ++one_shot_calls_;
     const int phase = static_cast<int>(colour % 2);
     const View& me = peers_[rank_];
-    uint16_t* mine = me.one_shot(phase, rank_, world_size_);
+    uint16_t* mine = me.one_shot(phase, rank_);
     k::EncodeOneShot(p, in, p.num_elems, mine);
     const size_t bytes = static_cast<size_t>(p.num_elems) * sizeof(uint16_t);
     for (int s = 0; s < world_size_; ++s) {
-      if (s != rank_) std::memcpy(peers_[s].one_shot(phase, rank_, world_size_), mine, bytes);
+      if (s != rank_) std::memcpy(peers_[s].one_shot(phase, rank_), mine, bytes);
     }
     Raise(kOneShotSet + phase, colour, desc);
     QR_RETURN_IF_ERROR(WaitAll(kOneShotSet + phase, colour, desc, options_.op_timeout_ms));
     const uint16_t* received[kMaxWorldSize];
-    for (int s = 0; s < world_size_; ++s) received[s] = me.one_shot(phase, s, world_size_);
+    for (int s = 0; s < world_size_; ++s) received[s] = me.one_shot(phase, s);
     k::ReduceOneShot(p, received, p.num_elems, out);
     return OkStatus();
   }
@@ -373,6 +332,7 @@ class HostBackend final : public Backend {
   const int rank_;
   const int world_size_;
   const HostBackendOptions options_;
+  const Layout layout_;
   std::string suffix_;
   std::string segment_prefix_;
   ShmMapping own_;

@@ -6,9 +6,10 @@
 // Each rank creates one shm object `<group segment>-host<rank>` (0600) with a
 // header page, a flag page, its two-shot receive buffer (2 phases x
 // kHostSlots slots of 32 KiB at the reference's fixed offsets) and its
-// one-shot receive region (2 phases x kOneShotRegionBytes), publishes the
-// name in its slot (BlobKind::kHostSegment) and maps every peer's object
-// after READY.
+// one-shot receive region (2 phases x world size shares of the group's
+// one-shot ceiling, comm/host_backend_layout.h), all of it reserved in
+// /dev/shm at creation, publishes the name in its slot
+// (BlobKind::kHostSegment) and maps every peer's object after READY.
 // A one-shot call writes my encoded input into every rank's region, raises
 // one flag, waits for all sources and sums them; calls alternate between the
 // region's two phases (host_backend.cc says why two are enough).
@@ -27,6 +28,7 @@
 #define QR_COMM_HOST_BACKEND_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 
 #include "comm/backend.h"
@@ -40,6 +42,10 @@ inline constexpr int64_t kHostSlots = 64;
 struct HostBackendOptions {
   int64_t op_timeout_ms = 30000;    // bound of every single wait of a call
   int64_t join_timeout_ms = 60000;  // bound of Connect()'s barrier
+  // The group's one-shot ceiling (comm/policy.h OneShotCeilingBytes), which
+  // sizes the one-shot region: the same on every rank, or Connect() refuses
+  // the peers' buffers. The default holds the largest call the layout allows.
+  uint64_t one_shot_ceiling_bytes = std::numeric_limits<uint64_t>::max();
 };
 
 // A backend for `rank` of a `world_size` group. Nothing is allocated until

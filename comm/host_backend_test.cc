@@ -7,6 +7,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/backend.h"
@@ -82,11 +84,15 @@ class FakeGroup final : public GroupControl {
 // One backend per rank, allocated and connected through `group`.
 class Ranks {
  public:
-  Ranks(int world_size, FakeGroup& group, int64_t op_timeout_ms = 5000) : group_(group) {
+  // `ceilings`: each rank's one-shot ceiling (bytes), none: the backend's default.
+  Ranks(int world_size, FakeGroup& group, int64_t op_timeout_ms = 5000,
+        const std::vector<uint64_t>& ceilings = {})
+      : group_(group) {
     HostBackendOptions o;
     o.op_timeout_ms = op_timeout_ms;
     o.join_timeout_ms = 5000;
     for (int r = 0; r < world_size; ++r) {
+      if (!ceilings.empty()) o.one_shot_ceiling_bytes = ceilings[static_cast<size_t>(r)];
       auto b = CreateHostBackend(r, world_size, o);
       EXPECT_TRUE(b.ok()) << b.status();
       backends_.push_back(std::move(b).value());
@@ -143,11 +149,12 @@ std::vector<uint16_t> Input(int rank, int64_t n) {
   return v;
 }
 
-void ExpectAllReduceEqualsReference(int world_size, Algorithm algorithm, Codec codec, int64_t n) {
+void ExpectAllReduceEqualsReference(int world_size, Algorithm algorithm, Codec codec, int64_t n,
+                                    const std::vector<uint64_t>& ceilings = {}) {
   SCOPED_TRACE("ws " + std::to_string(world_size) + " " + AlgorithmName(algorithm) + " " +
                CodecName(codec) + " n " + std::to_string(n));
   FakeGroup group;
-  Ranks ranks(world_size, group);
+  Ranks ranks(world_size, group, 5000, ceilings);
   for (const Status& s : ranks.Connect()) ASSERT_OK(s);
   std::vector<std::vector<uint16_t>> in, out, want;
   for (int r = 0; r < world_size; ++r) {
@@ -196,6 +203,85 @@ TEST(HostBackendTest, TwoShotEqualsTheReferenceWithoutABroker) {
 
 TEST(HostBackendTest, OneShotEqualsTheReferenceWithoutABroker) {
   ExpectAllReduceEqualsReference(2, Algorithm::kOneShot, Codec::kFp, 4096 + 8);
+}
+
+// Header and flag pages, then the two-shot slots (2 phases x 64 slots x 32
+// KiB): what a rank's object holds besides its one-shot region.
+constexpr uint64_t kFixedBytes = 8192 + (uint64_t{4} << 20);
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// {st_size, allocated bytes} of rank `rank`'s object in /dev/shm.
+std::pair<uint64_t, uint64_t> ObjectBytes(const FakeGroup& group, int rank) {
+  struct stat st {};
+  const std::string path = "/dev/shm" + group.segment_name() + "-host" + std::to_string(rank);
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return {static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512};
+}
+
+// The one-shot region holds world size shares of the agreed ceiling per
+// phase, not of the largest call the layout allows (which was 16 MiB at every
+// world size); every byte is reserved; the geometry sent in JOIN stays one.
+TEST(HostBackendTest, TheBufferHoldsTheAgreedCeilingsOneShotRegionAllReserved) {
+  struct Case {
+    int world_size;
+    uint64_t ceiling;
+    uint64_t want;
+  };
+  const uint64_t kUncapped = HostBackendOptions{}.one_shot_ceiling_bytes;
+  uint64_t geometry = 0;
+  for (const Case& c : {Case{2, 4 * kMiB, kFixedBytes + 16 * kMiB},  // ws 2's built-in
+                        Case{4, 1 * kMiB, kFixedBytes + 8 * kMiB},   // ws 4's
+                        Case{8, 256 * 1024, kFixedBytes + 4 * kMiB}, // ws 8's
+                        Case{4, 0, kFixedBytes},                     // QR_ONE_SHOT_MAX_KB=0
+                        Case{2, 1000, kFixedBytes + 4096},           // 1008-byte shares
+                        Case{4, kUncapped, kFixedBytes + 16 * kMiB}}) {
+    SCOPED_TRACE("ws " + std::to_string(c.world_size) + " ceiling " + std::to_string(c.ceiling));
+    FakeGroup group;
+    Ranks ranks(c.world_size, group, 5000, std::vector<uint64_t>(c.world_size, c.ceiling));
+    for (int r = 0; r < c.world_size; ++r) {
+      EXPECT_EQ(ObjectBytes(group, r), std::make_pair(c.want, c.want)) << "rank " << r;
+      if (geometry == 0) geometry = ranks[r].buffer_bytes();
+      EXPECT_EQ(ranks[r].buffer_bytes(), geometry);
+    }
+    for (const Status& s : ranks.Connect()) EXPECT_OK(s);
+  }
+  EXPECT_EQ(geometry, kFixedBytes + 16 * kMiB);
+}
+
+// The packed shares at the ceiling itself, at world sizes 4 and 8.
+TEST(HostBackendTest, OneShotAtTheAgreedCeilingEqualsTheReference) {
+  ExpectAllReduceEqualsReference(4, Algorithm::kOneShot, Codec::kFp, kMiB / 2,
+                                 std::vector<uint64_t>(4, kMiB));
+  ExpectAllReduceEqualsReference(8, Algorithm::kOneShot, Codec::kFp, 128 * 1024 - 8,
+                                 std::vector<uint64_t>(8, 256 * 1024));
+}
+
+// A call above the ceiling would write past the reserved shares: refused
+// before anything is written or waited on.
+TEST(HostBackendTest, OneShotAboveTheCeilingIsRefused) {
+  FakeGroup group;
+  Ranks ranks(2, group, 5000, {64 * 1024, 64 * 1024});
+  for (const Status& s : ranks.Connect()) ASSERT_OK(s);
+  std::vector<uint16_t> in = Input(0, 32768 + 8), out(in.size());
+  AllReduceCall c;
+  c.in = in.data();
+  c.out = out.data();
+  c.count = in.size();
+  c.algorithm = Algorithm::kOneShot;
+  EXPECT_THAT(ranks[0].AllReduce(c),
+              StatusIs(StatusCode::kInternal, HasSubstr("above the group's one-shot ceiling")));
+  EXPECT_EQ(group.raised(), 0);
+}
+
+// Ranks whose ceilings differ have buffers of different layouts: Connect
+// refuses them (the communicator's ceiling check comes first; this is the
+// backstop that keeps a rank from writing past a peer's object).
+TEST(HostBackendTest, PeersWithAnotherCeilingAreRefusedAtConnect) {
+  FakeGroup group;
+  Ranks ranks(2, group, 5000, {kMiB, 0});
+  std::vector<Status> s = ranks.Connect();
+  EXPECT_FALSE(s[0].ok());
+  EXPECT_THAT(s[1], StatusIs(StatusCode::kInvalidArgument, HasSubstr("another layout")));
 }
 
 TEST(HostBackendTest, StalledPeerTimesOutAndAbortsTheGroup) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -485,12 +486,14 @@ TEST_F(HardeningTest, NameReusedForeverKeepsOneEntry) {
 
 // --- a rank that cannot reserve its buffer ----------------------------------
 
-// A host group of 4 needs 80 MiB; this /dev/shm has 64. The ranks whose
+// A host group of 4 at its largest one-shot ceiling (2 MiB a rank) needs 80
+// MiB; this /dev/shm has 64. (At the built-in 1 MiB it needs 48.) The ranks whose
 // buffers do not fit fail with UNAVAILABLE and fail the group, so the others
 // fail at once (naming why) instead of waiting out the join timeout for ranks
 // that "never joined" (on main: 20 s).
 TEST_F(HardeningTest, RankThatCannotReserveItsBufferFailsItsPeersAtOnce) {
   StartBroker();
+  ASSERT_EQ(::setenv("QR_ONE_SHOT_MAX_KB", "2048", 1), 0);
   const std::string group = UniqueGroup("nospace");
   std::vector<Status> results(4);
   const auto start = std::chrono::steady_clock::now();
@@ -508,6 +511,7 @@ TEST_F(HardeningTest, RankThatCannotReserveItsBufferFailsItsPeersAtOnce) {
     });
   }
   for (std::thread& t : ranks) t.join();
+  ::unsetenv("QR_ONE_SHOT_MAX_KB");
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(5));
   int refused = 0;
