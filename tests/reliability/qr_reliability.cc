@@ -602,7 +602,8 @@ void Snapshot(const char* when, int cycle, double seconds, const Broker& broker,
   std::fflush(stdout);
 }
 
-int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapshot_every) {
+int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapshot_every,
+           int world_size) {
   ScratchDir dir;
   Broker broker(broker_bin, dir.path(), {"QR_LOG_LEVEL=warn"});
   if (!broker.StartOrSay()) return 2;
@@ -611,7 +612,7 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
   const auto stop_at = start + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(minutes * 60));
   constexpr int kWarmup = 20;
-  Barrier barrier(2);
+  Barrier barrier(world_size);
   std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
   std::vector<double> cycle_ms, join_ms, leave_ms;
@@ -620,12 +621,12 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
   int done = 0;
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
+  for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back([&, rank] {
       JoinOptions o;
       o.group = group;
       o.rank = rank;
-      o.world_size = 2;
+      o.world_size = world_size;
       o.timeout_ms = 30000;
       for (int i = 0;; ++i) {
         barrier.Wait();
@@ -649,7 +650,7 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
           ++failures;
         }
         const auto t2 = Clock::now();
-        barrier.Wait();  // both left: the cycle ends here
+        barrier.Wait();  // all left: the cycle ends here
         if (rank == 0 && i >= kWarmup) {
           cycle_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
           join_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -664,8 +665,8 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
   WaitUntil([&] { return ShmObjectsContaining(group).empty(); }, milliseconds(3000));
   Snapshot("after", done, seconds(), broker, group);
   const Summary c = Summarise(cycle_ms), j = Summarise(join_ms), l = Summarise(leave_ms);
-  std::printf("%d cycles (host backend) in %.1f s, %d failures\n", done, seconds(),
-              failures.load());
+  std::printf("%d cycles (host backend, world size %d) in %.1f s, %d failures\n", done,
+              world_size, seconds(), failures.load());
   std::printf("cycle  min %.1f  median %.1f  max %.1f ms\n", c.min, c.median, c.max);
   std::printf("join   min %.1f  median %.1f  max %.1f ms (rank 0, to READY)\n", j.min, j.median,
               j.max);
@@ -954,6 +955,9 @@ int Main(int argc, char** argv) {
   cycles->add_option("--cycles", n_cycles, "cycles to run");
   cycles->add_option("--minutes", minutes, "stop after this long even if fewer ran");
   cycles->add_option("--snapshot-every", every, "cycles between two resource snapshots");
+  int cycles_world_size = 2;
+  cycles->add_option("--world-size", cycles_world_size, "ranks (threads) per group")
+      ->check(CLI::IsMember({2, 4, 8}));
 
   CLI::App* needs = app.add_subcommand("shm-needs", "what groups hold in /dev/shm");
   CLI::App* reserve = app.add_subcommand("reserve-cost", "time to reserve and free host buffers");
@@ -987,7 +991,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "cycles measures the host backend only\n");
       return 64;
     }
-    return Cycles(broker_bin, n_cycles, minutes, every);
+    return Cycles(broker_bin, n_cycles, minutes, every, cycles_world_size);
   }
   if (needs->parsed()) return ShmNeeds(broker_bin, device);
   if (reserve->parsed()) return ReserveCost(reserve_repeat);
