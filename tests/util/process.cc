@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/subprocess.h"
+#include "ipc/broker_binary.h"
 #include "ipc/broker_client.h"
 
 namespace qr::testing {
@@ -71,13 +72,17 @@ std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::millisecon
 }
 
 std::string BrokerBinary() {
-  const char* other = std::getenv("QR_TEST_BROKER_BIN");
-  if (other != nullptr && *other != '\0') return other;
-  if (!GivenBrokerBinary().empty()) return GivenBrokerBinary();
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir ? srcdir : ".") + "/" + (ws ? ws : "quickreduce") +
-         "/ipc/broker/qr-broker";
+  std::string chosen = GivenBrokerBinary();
+  if (const char* other = std::getenv("QR_TEST_BROKER_BIN"); other != nullptr && *other != '\0') {
+    chosen = other;
+  }
+  StatusOr<std::string> found =
+      ipc::FindBrokerBinary(ipc::BrokerSearchFromEnvironment(chosen, /*search_path=*/false));
+  if (found.ok()) return *found;
+  // A test without its broker cannot run; say where it looked.
+  std::fprintf(stderr, "%s (give the test --broker=PATH or QR_TEST_BROKER_BIN)\n",
+               found.status().ToString().c_str());
+  std::abort();
 }
 
 void SetBrokerBinary(const std::string& path) { GivenBrokerBinary() = path; }

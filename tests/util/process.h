@@ -33,8 +33,10 @@ std::string UniqueToken();
 int64_t MonotonicNanos();
 
 // The qr-broker to test: $QR_TEST_BROKER_BIN (to measure another build), else
-// the one given to SetBrokerBinary (a test binary's --broker flag), else the
-// runfile ipc/broker/qr-broker.
+// the one given to SetBrokerBinary (a test binary's --broker flag), else what
+// ipc/broker_binary.h finds without $PATH (the runfile ipc/broker/qr-broker
+// under Bazel, the one beside a staged binary). Aborts, saying where it
+// looked, when there is none.
 std::string BrokerBinary();
 void SetBrokerBinary(const std::string& path);
 
