@@ -86,9 +86,10 @@ inline constexpr EnvVar kEnvBrokerAutostart =
     EnvBoolVar("QR_BROKER_AUTOSTART", "", 1, "`1`",
                "a client that finds no broker starts one (race-safe: one wins)");
 
-inline constexpr EnvVar kEnvBrokerBin =
-    EnvStringVar("QR_BROKER_BIN", "", "`qr-broker` beside the client's executable, else on `$PATH`",
-                 "the broker binary autostart runs");
+inline constexpr EnvVar kEnvBrokerBin = EnvStringVar(
+    "QR_BROKER_BIN", "",
+    "`qr-broker` beside the client's executable, else in its Bazel runfiles, else on `$PATH`",
+    "the broker binary autostart runs");
 
 inline constexpr EnvVar kEnvJoinTimeoutMs = EnvIntVar(
     "QR_JOIN_TIMEOUT_MS", "", 60000, 1, kEnvMaxTimeoutMs, "`60000`",

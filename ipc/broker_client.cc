@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/syscall.h"
+#include "ipc/broker_binary.h"
 #include "ipc/names.h"
 
 namespace qr::ipc {
@@ -28,17 +29,6 @@ int MsUntil(Deadline deadline) {
                   .count();
   if (left < 0) return 0;
   return static_cast<int>(std::min<int64_t>(left, INT_MAX));
-}
-
-std::string BrokerBinary() {
-  std::string bin = kEnvBrokerBin.String();
-  if (!bin.empty()) return bin;
-  const std::string path = SelfExecutablePath();
-  if (!path.empty()) {
-    std::string candidate = path.substr(0, path.rfind('/') + 1) + "qr-broker";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "qr-broker";
 }
 
 }  // namespace
@@ -107,7 +97,12 @@ StatusOr<std::unique_ptr<BrokerConnection>> BrokerConnection::ConnectOrStart(
 }
 
 Status StartBroker(const std::string& socket_path) {
-  std::string bin = BrokerBinary();
+  constexpr char kHint[] = " (set QR_BROKER_BIN, or QR_BROKER_AUTOSTART=0 and start one)";
+  StatusOr<std::string> found =
+      FindBrokerBinary(BrokerSearchFromEnvironment(kEnvBrokerBin.String()));
+  if (!found.ok())
+    return UnavailableError("cannot start a broker: " + found.status().message() + kHint);
+  const std::string& bin = *found;
   std::string log = socket_path + ".log";
   // Everything exec needs is prepared before fork: the child may only make
   // async-signal-safe calls.
@@ -152,8 +147,7 @@ Status StartBroker(const std::string& socket_path) {
   int err = 0;
   ssize_t n = RetryOnEintr([&] { return ::read(rd.get(), &err, sizeof(err)); });
   if (n == static_cast<ssize_t>(sizeof(err))) {
-    return UnavailableError("cannot start broker " + bin + ": " + std::strerror(err) +
-                            " (set QR_BROKER_BIN, or QR_BROKER_AUTOSTART=0 and start one)");
+    return UnavailableError("cannot start broker " + bin + ": " + std::strerror(err) + kHint);
   }
   return OkStatus();
 }

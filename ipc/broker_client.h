@@ -66,9 +66,10 @@ class BrokerConnection {
   bool eof_ = false;
 };
 
-// Starts a detached broker for socket_path: $QR_BROKER_BIN, else qr-broker
-// beside /proc/self/exe, else qr-broker on $PATH. Its output goes to
-// `<socket>.log`. kUnavailable if the binary cannot be executed.
+// Starts a detached broker for socket_path: the binary ipc/broker_binary.h
+// finds ($QR_BROKER_BIN, else beside this executable, in its Bazel runfiles,
+// else on $PATH). Its output goes to `<socket>.log`. kUnavailable if there is
+// none or it cannot be executed.
 [[nodiscard]] Status StartBroker(const std::string& socket_path);
 
 // One STATUS round trip; the broker's JSON document.

@@ -90,7 +90,8 @@ struct JoinParams {
   // How long Join + PublishAndWaitReady may wait for the other ranks.
   std::chrono::milliseconds timeout{60000};
   // Start qr-broker when none answers. The binary is $QR_BROKER_BIN, else
-  // `qr-broker` beside the running executable, else `qr-broker` on $PATH.
+  // `qr-broker` beside the running executable, in its Bazel runfiles, else
+  // on $PATH (ipc/broker_binary.h).
   // Callers usually set this from $QR_BROKER_AUTOSTART (default on).
   bool autostart = true;
 };

@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "comm/config.h"
@@ -20,26 +18,6 @@
 
 namespace qr::demo {
 namespace {
-
-// Under `bazel run` the broker is in the runfiles, not beside this binary:
-// point autostart at it unless the user already chose one.
-void FindBrokerBinary(const std::string& self) {
-  if (kEnvBrokerBin.Lookup().has_value()) return;
-  std::vector<std::string> candidates;
-  if (const char* rf = std::getenv("RUNFILES_DIR")) {
-    candidates.push_back(fmt::format("{}/quickreduce/ipc/broker/qr-broker", rf));
-  }
-  candidates.push_back(self + ".runfiles/quickreduce/ipc/broker/qr-broker");
-  candidates.push_back(self.substr(0, self.rfind('/')) + "/../ipc/broker/qr-broker");
-  for (const std::string& c : candidates) {
-    if (::access(c.c_str(), X_OK) == 0) {
-      char resolved[PATH_MAX];
-      const char* bin = ::realpath(c.c_str(), resolved) ? resolved : c.c_str();
-      ::setenv(std::string(kEnvBrokerBin.name).c_str(), bin, 1);
-      return;
-    }
-  }
-}
 
 // Waits for every worker; how many failed (each one said on stderr).
 int WaitWorkers(const std::vector<pid_t>& pids) {
@@ -68,7 +46,6 @@ int Launch(const DemoFlags& f, const std::string& self) {
     std::fprintf(stderr, "qr-demo: %s\n", socket.status().ToString().c_str());
     return 2;
   }
-  FindBrokerBinary(self);
   const bool running = ipc::BrokerConnection::Connect(*socket).ok();
   // fork+exec below: initialising the GPU runtime here is fine, the children
   // start afresh.

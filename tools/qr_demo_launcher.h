@@ -1,7 +1,7 @@
 // qr-demo's launcher: picks the backend (GPU when there are enough GPUs or
-// sharing is allowed, else host), points broker autostart at the broker in
-// the runfiles, starts the world_size workers (fork+exec of `self` with
-// WorkerArgs) and waits for them all.
+// sharing is allowed, else host), starts the world_size workers (fork+exec
+// of `self` with WorkerArgs) and waits for them all. The workers' broker
+// autostart finds the broker in the runfiles (ipc/broker_binary.h).
 #ifndef QR_TOOLS_QR_DEMO_LAUNCHER_H_
 #define QR_TOOLS_QR_DEMO_LAUNCHER_H_
 

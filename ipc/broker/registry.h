@@ -18,6 +18,11 @@
 // their slot locks and `left` flags on each Tick. An adopted group that was
 // still forming is failed (its members lost their broker mid-formation).
 //
+// In parts: the requests and the state machine (registry.cc), the rules of
+// joining an existing group (join_checks.h), a group's segment from creation
+// to removal and the memory of ended names (registry_lifetime.cc), and
+// adoption (registry_adoption.cc).
+//
 // Clients are the registry's view of a connection: it sends replies and
 // notices through them and records on them which rank they hold. Single-
 // threaded, like the rest of the broker.
@@ -79,6 +84,7 @@ struct Group {
   bool adopted = false;
 
   uint32_t state() const { return ipc::LoadAcquire(&seg->header()->state); }
+  bool In(ipc::GroupState s) const { return state() == static_cast<uint32_t>(s); }
   bool Empty() const;
   std::string Describe() const;  // "group g (generation 3)"
 };
@@ -134,6 +140,8 @@ class Registry {
   Group* Find(const std::string& name);
   void TickAdopted(Group& g);
   void TickForming(Group& g, Clock::time_point now);
+  // "rank 1 (pid 42)", as failure reasons name a member.
+  static std::string RankAndPid(int rank, int32_t pid);
 
   RegistryOptions options_;
   Groups groups_;

@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -38,26 +37,6 @@ TempDir::~TempDir() {
   std::string cmd = "rm -rf '" + path_ + "'";
   int rc = std::system(cmd.c_str());
   (void)rc;
-}
-
-pid_t ForkChild(const std::function<int()>& fn) {
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int rc = fn();
-    std::fflush(nullptr);
-    ::_exit(rc);
-  }
-  return pid;
-}
-
-int WaitChild(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
 }
 
 Pipe::Pipe() {
@@ -142,17 +121,6 @@ int CountOpenFds(pid_t pid) {
   }
   ::closedir(d);
   return n;
-}
-
-std::string UniqueGroup(const std::string& base) {
-  // Sandboxed tests run in PID namespaces where every test has the same pid,
-  // but share /dev/shm: the tag must not come from the pid.
-  static const std::string tag = [] {
-    std::random_device rd;
-    return std::to_string(rd() % 1000000000u);
-  }();
-  static int counter = 0;
-  return base + "-" + tag + "-" + std::to_string(++counter);
 }
 
 int ConnectRaw(const std::string& socket) {

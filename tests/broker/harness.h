@@ -1,6 +1,7 @@
 // Helpers for multi-process broker tests: a short temp dir for sockets, a
 // pipe to report from forked children, host-backend joins, raw connections
-// and qrctl in-process. The qr-broker child is tests/util/process.h's.
+// and qrctl in-process. Children (forked members, the qr-broker) and unique
+// group names are tests/util/process.h's.
 #ifndef QR_TESTS_BROKER_HARNESS_H_
 #define QR_TESTS_BROKER_HARNESS_H_
 
@@ -13,7 +14,7 @@
 
 #include "ipc/group_client.h"
 #include "ipc/segment.h"
-#include "tests/util/process.h"  // BrokerProcess, BrokerBinary
+#include "tests/util/process.h"  // BrokerProcess, ForkChild, UniqueGroup
 
 namespace qr::testing {
 
@@ -28,12 +29,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// Runs fn in a forked child, which exits with fn's return value. The child's
-// stdout is the test's.
-pid_t ForkChild(const std::function<int()>& fn);
-// Waits for a child; returns its exit code, or 128 + signal.
-int WaitChild(pid_t pid);
 
 // A pipe for fixed-size records from children to the parent.
 class Pipe {
@@ -59,8 +54,6 @@ Status PublishBoth(ipc::GroupMembership& m0, ipc::GroupMembership& m1);
 // Names of this uid's shm objects whose name starts with `prefix`.
 std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
 int CountOpenFds(pid_t pid);
-// Unique per test process.
-std::string UniqueGroup(const std::string& base);
 // A plain connected socket to the broker (for raw bytes), or -1.
 int ConnectRaw(const std::string& socket);
 // Reads fd until EOF or timeout; returns what arrived, *eof says which.

@@ -118,7 +118,9 @@ void E2eTest::TearDown() {
   ::unlink((socket_ + ".lock").c_str());
 }
 
-std::string E2eTest::UniqueGroup(const std::string& tag) { return tag + "-" + token_; }
+std::string E2eTest::UniqueGroup(const std::string& tag) {
+  return ::qr::testing::UniqueGroup(tag, token_);
+}
 
 pid_t E2eTest::SpawnWorker(const std::string& worker, const std::string& group, int rank,
                            int world_size, const std::map<std::string, std::string>& extra,

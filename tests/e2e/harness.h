@@ -58,7 +58,8 @@ class E2eTest : public ::testing::Test {
   void SetUp() override;
   void TearDown() override;
 
-  // A group name unique to this test and process.
+  // A group name unique to this test and process, holding token_
+  // (tests/util/process.h UniqueGroup).
   std::string UniqueGroup(const std::string& tag);
   // Spawns `world_size` workers of `worker` for `group`; returns the pids.
   std::vector<pid_t> SpawnWorkers(const std::string& worker, const std::string& group,

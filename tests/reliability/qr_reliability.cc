@@ -70,6 +70,7 @@
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "common/syscall.h"
+#include "ipc/broker_binary.h"
 #include "ipc/broker_client.h"
 #include "ipc/names.h"
 #include "kernels/platform/gpu_api.h"
@@ -173,14 +174,6 @@ std::vector<int> ParseList(const std::string& text) {
 }
 
 // --- the broker ---------------------------------------------------------------
-
-std::string DefaultBroker() {
-  const std::string self = SelfExecutablePath();
-  const std::string dir = self.substr(0, self.rfind('/'));
-  const std::string beside = dir + "/qr-broker";  // as tools/gpu/stage.sh lays it out
-  if (::access(beside.c_str(), X_OK) == 0) return beside;
-  return self + ".runfiles/quickreduce/ipc/broker/qr-broker";
-}
 
 // A broker of our own on a private socket, which every client of this
 // process and of its children uses (QR_BROKER_SOCKET, no autostart).
@@ -936,9 +929,11 @@ int ShmFull(const std::string& broker_bin) {
 int Main(int argc, char** argv) {
   CLI::App app{"qr-reliability: fault and lifecycle figures (docs/broker.md, Reliability)"};
   app.require_subcommand(1);
-  std::string broker_bin = DefaultBroker();
+  std::string broker_bin;
   int device = kDeviceHost;
-  app.add_option("--broker", broker_bin, "the qr-broker binary");
+  app.add_option("--broker", broker_bin,
+                 "the qr-broker binary (default: beside this one, as tools/gpu/stage.sh lays "
+                 "them out, else in the runfiles)");
   app.add_option("--device", device, "GPU ordinal for every rank (default: the host backend)");
 
   CLI::App* kill = app.add_subcommand("peer-kill", "SIGKILL a peer mid all-reduce");
@@ -983,6 +978,15 @@ int Main(int argc, char** argv) {
 
   if (worker->parsed()) return Worker(w);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (reserve->parsed()) return ReserveCost(reserve_repeat);  // no broker
+  // Never one on $PATH: the figures are of the broker built with this tool.
+  StatusOr<std::string> found =
+      ipc::FindBrokerBinary(ipc::BrokerSearchFromEnvironment(broker_bin, /*search_path=*/false));
+  if (!found.ok()) {
+    std::fprintf(stderr, "qr-reliability: %s (give --broker)\n", found.status().ToString().c_str());
+    return 64;
+  }
+  broker_bin = *found;
   if (kill->parsed()) return PeerKill(broker_bin, setups, sizes, repeat, regime, device);
   if (cycles->parsed()) {
     if (device >= 0) {
@@ -994,7 +998,6 @@ int Main(int argc, char** argv) {
     return Cycles(broker_bin, n_cycles, minutes, every, cycles_world_size);
   }
   if (needs->parsed()) return ShmNeeds(broker_bin, device);
-  if (reserve->parsed()) return ReserveCost(reserve_repeat);
   if (full->parsed()) {
     if (device >= 0) {
       std::fprintf(stderr, "shm-full measures the host backend (GPU groups hold 12 KiB)\n");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "common/subprocess.h"
+#include "ipc/broker_binary.h"
 #include "ipc/broker_client.h"
 
 namespace qr::testing {
@@ -24,11 +26,16 @@ std::string& GivenBrokerBinary() {
   return path;
 }
 
-// Reaps pid within timeout, else kills and reaps it; the exit code as
-// WaitExit gives it.
-int Reap(pid_t pid, std::chrono::milliseconds timeout) {
-  StatusOr<int> code = WaitExit(pid, timeout);
+// Reaps pid within timeout, else kills and reaps it (*killed says so); the
+// code is WaitExit's (128 + SIGKILL when killed here), -1 for a pid that is
+// no child of ours (nothing is killed then: the pid may be another's now).
+int Reap(pid_t pid, std::chrono::milliseconds timeout, bool* killed = nullptr) {
+  if (killed != nullptr) *killed = false;
+  if (pid <= 0) return -1;  // waitpid(-1) would reap any child
+  StatusOr<int> code = WaitExit(pid, std::max(timeout, std::chrono::milliseconds(0)));
   if (code.ok()) return *code;
+  if (code.status().code() != StatusCode::kTimeout) return -1;
+  if (killed != nullptr) *killed = true;
   ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -51,33 +58,53 @@ int64_t MonotonicNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
+pid_t ForkChild(const std::function<int()>& fn) {
+  std::fflush(nullptr);  // or the child flushes the parent's buffered output again
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = fn();
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+int WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
+  bool killed = false;
+  const int code = Reap(pid, timeout, &killed);
+  return killed ? -1 : code;
+}
+
 std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> codes;
   for (pid_t pid : pids) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    StatusOr<int> code = WaitExit(pid, std::max(left, std::chrono::milliseconds(0)));
-    if (code.ok()) {
-      codes.push_back(*code);
-    } else {
-      ::kill(pid, SIGKILL);
-      int status;
-      ::waitpid(pid, &status, 0);
-      codes.push_back(-1);
-    }
+    codes.push_back(WaitChild(pid, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now())));
   }
   return codes;
 }
 
+std::string UniqueGroup(const std::string& base, const std::string& token) {
+  // Not from the pid: sandboxed tests run in PID namespaces where they all
+  // have the same one, but share /dev/shm.
+  static const std::string process_token = UniqueToken().substr(0, 9);
+  static std::atomic<int> counter{0};
+  return base + "-" + (token.empty() ? process_token : token) + "-" + std::to_string(++counter);
+}
+
 std::string BrokerBinary() {
-  const char* other = std::getenv("QR_TEST_BROKER_BIN");
-  if (other != nullptr && *other != '\0') return other;
-  if (!GivenBrokerBinary().empty()) return GivenBrokerBinary();
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir ? srcdir : ".") + "/" + (ws ? ws : "quickreduce") +
-         "/ipc/broker/qr-broker";
+  std::string chosen = GivenBrokerBinary();
+  if (const char* other = std::getenv("QR_TEST_BROKER_BIN"); other != nullptr && *other != '\0') {
+    chosen = other;
+  }
+  StatusOr<std::string> found =
+      ipc::FindBrokerBinary(ipc::BrokerSearchFromEnvironment(chosen, /*search_path=*/false));
+  if (found.ok()) return *found;
+  // A test without its broker cannot run; say where it looked.
+  std::fprintf(stderr, "%s (give the test --broker=PATH or QR_TEST_BROKER_BIN)\n",
+               found.status().ToString().c_str());
+  std::abort();
 }
 
 void SetBrokerBinary(const std::string& path) { GivenBrokerBinary() = path; }

@@ -1,7 +1,7 @@
 // Child processes for the broker, end-to-end and GPU tests, on top of
-// common/subprocess.h (Spawn, WaitExit): bounded waits for several children,
-// names that do not collide across tests, and the one qr-broker child every
-// test uses.
+// common/subprocess.h (Spawn, WaitExit): forked members for the broker
+// tests, bounded waits for children, names that do not collide across tests,
+// and the one qr-broker child every test uses.
 //
 //   BrokerProcess broker(BrokerBinary(), dir + "/broker.sock");
 //   ASSERT_OK(broker.Start());          // up once it answers STATUS
@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,20 +22,36 @@
 
 namespace qr::testing {
 
-// Waits for all; kills (SIGKILL) and reaps the ones still running at the
-// deadline. Returns the exit codes in order (-1 for one killed here).
+// Runs fn in a forked child (no exec) that exits with fn's return value; its
+// stdout is the test's. Only where no GPU runtime is initialised in this
+// process (the broker tests' members, which share the test's pipes and
+// sockets); anything else starts a program with Spawn.
+pid_t ForkChild(const std::function<int()>& fn);
+
+// Waits for a child (forked or spawned) up to `timeout`: its exit code, or
+// 128 + the signal that ended it. One still running at the deadline is
+// killed (SIGKILL) and reaped, and -1 returned.
+int WaitChild(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// WaitChild for all, within one deadline; the codes in order.
 std::vector<int> WaitAll(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
 
 // A short random token for names that must not collide with other tests'
 // (sandboxed tests share /tmp and /dev/shm, and see the same small pids).
 std::string UniqueToken();
+// A group name no other test uses and this process uses once:
+// `<base>-<token>-<counter>`, the token one UniqueToken of this process's
+// unless given (E2eTest gives its per-test one, which its leak check looks
+// for in /dev/shm).
+std::string UniqueGroup(const std::string& base, const std::string& token = "");
 
 // Monotonic nanoseconds (CLOCK_MONOTONIC is the same clock in every process).
 int64_t MonotonicNanos();
 
 // The qr-broker to test: $QR_TEST_BROKER_BIN (to measure another build), else
-// the one given to SetBrokerBinary (a test binary's --broker flag), else the
-// runfile ipc/broker/qr-broker.
+// the one given to SetBrokerBinary (a test binary's --broker flag), else what
+// ipc/broker_binary.h finds without $PATH (the runfile ipc/broker/qr-broker
+// under Bazel, the one beside a staged binary). Aborts, saying where it
+// looked, when there is none.
 std::string BrokerBinary();
 void SetBrokerBinary(const std::string& path);
 
