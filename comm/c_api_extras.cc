@@ -128,7 +128,8 @@ StatusOr<ReferencePlan> PlanCall(const Config& config, const void* const* inputs
   p.codec = configured ? EffectiveCodec(config, r, bytes) : CodecForRegime(r);
   const bool want_cast = configured ? config.cast_bf16_to_fp16 : cast != 0;
   p.cast_bf16_to_fp16 = want_cast && p.dtype == DType::kBFloat16;
-  plan.algorithm = ChooseAlgorithm(config, bytes, world_size);
+  plan.algorithm = ChooseAlgorithm(config, bytes, world_size,
+                                   WorkFormatOf(p.dtype, p.cast_bf16_to_fp16), p.codec);
   return plan;
 }
 

@@ -301,7 +301,8 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   call.stream = stream;
   // The same function on every rank and backend (DESIGN.md): same call, same
   // algorithm, same bits.
-  call.algorithm = ChooseAlgorithm(config, bytes, options.world_size);
+  call.algorithm = ChooseAlgorithm(config, bytes, options.world_size,
+                                   WorkFormatOf(dtype, call.cast_bf16_to_fp16), call.codec);
   Status s = backend->AllReduce(call);
   if (!s.ok()) return Fail(s);
   // Two-shot calls count under their codec; one-shot calls, which move exact

@@ -1,6 +1,7 @@
 #include "comm/policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -32,11 +33,44 @@ constexpr int64_t kAmdTableMiB[2][3][5] = {
 constexpr int64_t kNvidiaTableMiB[2][3][5] = {};
 // KiB per world size 2, 4, 8 up to which a call runs one-shot. World size 2
 // is measured on 2 x H200 (docs/performance.md): one-shot moves the same bytes
-// as two-shot there, in one hop, and beat every two-shot codec up to the
-// region's 4 MiB. 4 and 8 are estimates until they run on hardware (issue 8):
-// one-shot moves (ws-1) messages per rank against two-shot's 2(ws-1)/ws, so
-// the crossover falls as the world size grows.
+// as two-shot FP there, in one hop, and beat two-shot FP, INT8 and INT6 up to
+// the region's 4 MiB. 4 and 8 are estimates until they run on hardware
+// (issue 8): one-shot moves (ws-1) messages per rank against two-shot's
+// 2(ws-1)/ws, so the crossover falls as the world size grows.
 constexpr int64_t kOneShotMaxKiB[3] = {4096, 1024, 256};
+
+// Lower ceilings for the calls whose two-shot codec beats one-shot below the
+// world size's ceiling. They cap whatever ceiling applies (built in or
+// QR_ONE_SHOT_MAX_KB), so a call's ceiling follows from OneShotCeilingBytes
+// alone, the value the members of a group compare at join.
+//
+// fp16 INT4 and INT3 at world size 2, measured on 2 x H200 in graph mode
+// (docs/perf/2026-11-30{b,c}-h200x2-bench.csv): two-shot beat one-shot at 4
+// MiB (run c: 14.15 and 14.16 us against 15.06; run b: 14.28 and 14.55
+// against 15.09) and lost at 2 MiB (12.01 and 12.26 against 9.20). Both grow
+// linearly in between (one-shot 2.9 us per MiB, two-shot 1.0-1.1), so they
+// cross at 3.5 MiB in both runs; the cap is the whole MiB below. bf16
+// INT4/INT3 tie or lose at 4 MiB (run c: 15.17 and 15.27 against 15.06; run
+// b: 15.30 and 15.46 against 15.11), bf16 cast loses (16.13 and 16.35), and
+// FP/INT8/INT6 lose in every work format (16.2-20.5 us): none has a cap.
+struct OneShotCodecCap {
+  int world_size;
+  WorkFormat format;
+  Codec codec;
+  int64_t kib;
+};
+constexpr OneShotCodecCap kOneShotCodecCaps[] = {
+    {2, WorkFormat::kFp16, Codec::kInt4, 3072},
+    {2, WorkFormat::kFp16, Codec::kInt3, 3072},
+};
+
+// The cap of (world size, format, codec) in bytes; none: the largest int64.
+int64_t CodecCapBytes(int world_size, WorkFormat format, Codec codec) {
+  for (const OneShotCodecCap& c : kOneShotCodecCaps) {
+    if (c.world_size == world_size && c.format == format && c.codec == codec) return c.kib * kKiB;
+  }
+  return std::numeric_limits<int64_t>::max();
+}
 
 bool Decline(std::string* why_not, std::string reason) {
   if (why_not != nullptr) *why_not = std::move(reason);
@@ -126,6 +160,10 @@ int64_t DefaultOneShotMaxBytes(int world_size) {
   return ws < 0 ? 0 : kOneShotMaxKiB[ws] * kKiB;
 }
 
+int64_t DefaultOneShotMaxBytes(int world_size, WorkFormat format, Codec codec) {
+  return std::min(DefaultOneShotMaxBytes(world_size), CodecCapBytes(world_size, format, codec));
+}
+
 uint64_t OneShotCeilingBytes(const Config& config, int world_size) {
   if (!IsSupportedWorldSize(world_size)) return 0;
   const int64_t ceiling = config.one_shot_max_bytes.value_or(DefaultOneShotMaxBytes(world_size));
@@ -134,8 +172,14 @@ uint64_t OneShotCeilingBytes(const Config& config, int world_size) {
   return static_cast<uint64_t>(std::max<int64_t>(0, std::min(ceiling, region)));
 }
 
-Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size) {
-  const uint64_t max = OneShotCeilingBytes(config, world_size);
+uint64_t OneShotCeilingBytes(const Config& config, int world_size, WorkFormat format, Codec codec) {
+  const uint64_t ceiling = OneShotCeilingBytes(config, world_size);
+  return std::min(ceiling, static_cast<uint64_t>(CodecCapBytes(world_size, format, codec)));
+}
+
+Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size, WorkFormat format,
+                          Codec codec) {
+  const uint64_t max = OneShotCeilingBytes(config, world_size, format, codec);
   return bytes > 0 && bytes <= max ? Algorithm::kOneShot : Algorithm::kTwoShot;
 }
 

@@ -48,6 +48,11 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
 // The built-in largest size (bytes) that runs one-shot at world size 2/4/8
 // (comm/policy.cc says which are measured); 0 for other world sizes.
 int64_t DefaultOneShotMaxBytes(int world_size);
+// The built-in ceiling of a call of `format` whose two-shot would run
+// `codec`: DefaultOneShotMaxBytes(world_size), or lower where two-shot with
+// that codec was measured faster than one-shot (comm/policy.cc cites the
+// tables: fp16 INT4 and INT3 at world size 2, 3 MiB).
+int64_t DefaultOneShotMaxBytes(int world_size, WorkFormat format, Codec codec);
 
 // The largest message (bytes) that runs one-shot: QR_ONE_SHOT_MAX_KB if set,
 // else DefaultOneShotMaxBytes, capped by what the one-shot region holds
@@ -55,11 +60,21 @@ int64_t DefaultOneShotMaxBytes(int world_size);
 // disagree on it would run different algorithms for one call, so
 // Communicator::Join refuses a group whose members differ.
 uint64_t OneShotCeilingBytes(const Config& config, int world_size);
+// The ceiling of one call: OneShotCeilingBytes(config, world_size), capped
+// further for the (format, codec) pairs whose two-shot is faster below it
+// (the same caps as DefaultOneShotMaxBytes(world_size, format, codec)).
+// QR_ONE_SHOT_MAX_KB caps every codec; it does not lift a codec's cap. It is
+// a function of OneShotCeilingBytes(config, world_size) alone, so ranks that
+// pass the join's check agree on every call.
+uint64_t OneShotCeilingBytes(const Config& config, int world_size, WorkFormat format, Codec codec);
 
 // How a call that ShouldAllReduce took travels: kOneShot when 0 < bytes <=
-// OneShotCeilingBytes, else kTwoShot. Every rank computes the same answer
+// OneShotCeilingBytes(config, world_size, format, codec), else kTwoShot.
+// `codec` is the one two-shot would run (EffectiveCodec), `format` the
+// call's (WorkFormatOf(dtype, cast)). Every rank computes the same answer
 // from the same inputs, as for the codec.
-Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size);
+Algorithm ChooseAlgorithm(const Config& config, size_t bytes, int world_size, WorkFormat format,
+                          Codec codec);
 
 // The codec a call of `bytes` bytes runs with under `regime` (not kNone):
 // FP below config.quantization_min_size_bytes, else the regime's codec.

@@ -1,7 +1,10 @@
 #include "comm/policy.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -240,38 +243,101 @@ TEST(PolicyTest, FpBelowTheQuantizationThreshold) {
 constexpr std::pair<int, int64_t> kOneShotCeilings[] = {
     {2, 4096 << 10}, {4, 1024 << 10}, {8, 256 << 10}};
 
+// The per-codec ceiling policy.cc's comment derives from the 2 x H200 tables:
+// fp16 INT4 and INT3 at world size 2 stop at 3 MiB; everything else takes the
+// world size's ceiling.
+int64_t ExpectedCap(int ws, WorkFormat format, Codec codec) {
+  const bool capped =
+      ws == 2 && format == WorkFormat::kFp16 && (codec == Codec::kInt4 || codec == Codec::kInt3);
+  return capped ? int64_t{3} << 20 : std::numeric_limits<int64_t>::max();
+}
+
 TEST(PolicyTest, DefaultOneShotCeilingPerWorldSize) {
   for (const auto& [ws, bytes] : kOneShotCeilings) EXPECT_EQ(DefaultOneShotMaxBytes(ws), bytes);
   for (int ws : {0, 1, 3, 6, 16}) EXPECT_EQ(DefaultOneShotMaxBytes(ws), 0) << ws;
 }
 
+TEST(PolicyTest, DefaultOneShotCeilingPerCodec) {
+  for (const auto& [ws, bytes] : kOneShotCeilings) {
+    for (WorkFormat f : kAllWorkFormats) {
+      for (Codec k : kAllCodecs) {
+        EXPECT_EQ(DefaultOneShotMaxBytes(ws, f, k), std::min(bytes, ExpectedCap(ws, f, k)))
+            << ws << " " << WorkFormatName(f) << " " << CodecName(k);
+      }
+    }
+  }
+  EXPECT_EQ(DefaultOneShotMaxBytes(2, WorkFormat::kFp16, Codec::kInt4), 3 << 20);
+  EXPECT_EQ(DefaultOneShotMaxBytes(2, WorkFormat::kBf16Cast, Codec::kInt4), 4 << 20);
+  for (int ws : {0, 3, 16}) EXPECT_EQ(DefaultOneShotMaxBytes(ws, WorkFormat::kFp16, Codec::kFp), 0);
+}
+
 TEST(PolicyTest, OneShotUpToTheCeilingTwoShotAbove) {
   const Config c = ConfigFor(Regime::kInt4, true);
   for (const auto& [ws, ceiling] : kOneShotCeilings) {
-    const size_t max = static_cast<size_t>(ceiling);
-    EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kOneShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, max - 16, ws), Algorithm::kOneShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, max, ws), Algorithm::kOneShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, max + 16, ws), Algorithm::kTwoShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, 64 << 20, ws), Algorithm::kTwoShot) << ws;
-    // Nothing to send is never a one-shot call.
-    EXPECT_EQ(ChooseAlgorithm(c, 0, ws), Algorithm::kTwoShot) << ws;
+    for (WorkFormat f : kAllWorkFormats) {
+      for (Codec k : kAllCodecs) {
+        SCOPED_TRACE(std::to_string(ws) + " " + WorkFormatName(f) + " " + CodecName(k));
+        const size_t max = static_cast<size_t>(std::min(ceiling, ExpectedCap(ws, f, k)));
+        EXPECT_EQ(ChooseAlgorithm(c, 16, ws, f, k), Algorithm::kOneShot);
+        EXPECT_EQ(ChooseAlgorithm(c, max - 16, ws, f, k), Algorithm::kOneShot);
+        EXPECT_EQ(ChooseAlgorithm(c, max, ws, f, k), Algorithm::kOneShot);
+        EXPECT_EQ(ChooseAlgorithm(c, max + 16, ws, f, k), Algorithm::kTwoShot);
+        EXPECT_EQ(ChooseAlgorithm(c, 64 << 20, ws, f, k), Algorithm::kTwoShot);
+        // Nothing to send is never a one-shot call.
+        EXPECT_EQ(ChooseAlgorithm(c, 0, ws, f, k), Algorithm::kTwoShot);
+      }
+    }
   }
-  for (int ws : {0, 3, 16}) EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kTwoShot) << ws;
+  for (int ws : {0, 3, 16}) {
+    EXPECT_EQ(ChooseAlgorithm(c, 16, ws, WorkFormat::kFp16, Codec::kFp), Algorithm::kTwoShot) << ws;
+  }
 }
 
-TEST(PolicyTest, OneShotCeilingOverride) {
+// The cells the cap rests on: fp16 INT4/INT3 at 3.5 and 4 MiB go two-shot,
+// at 2 and 3 MiB one-shot; every other codec and format stays one-shot to 4 MiB.
+TEST(PolicyTest, Fp16Int4AndInt3TakeTwoShotAboveThreeMiB) {
+  const Config c;
+  for (Codec k : {Codec::kInt4, Codec::kInt3}) {
+    EXPECT_EQ(ChooseAlgorithm(c, 2 << 20, 2, WorkFormat::kFp16, k), Algorithm::kOneShot);
+    EXPECT_EQ(ChooseAlgorithm(c, 3 << 20, 2, WorkFormat::kFp16, k), Algorithm::kOneShot);
+    EXPECT_EQ(ChooseAlgorithm(c, (3 << 20) + 16, 2, WorkFormat::kFp16, k), Algorithm::kTwoShot);
+    EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, k), Algorithm::kTwoShot);
+    EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kBf16, k), Algorithm::kOneShot);
+    EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kBf16Cast, k), Algorithm::kOneShot);
+    // The cap is measured at world size 2 only.
+    EXPECT_EQ(ChooseAlgorithm(c, 1 << 20, 4, WorkFormat::kFp16, k), Algorithm::kOneShot);
+  }
+  for (Codec k : {Codec::kFp, Codec::kInt8, Codec::kInt6}) {
+    EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, k), Algorithm::kOneShot);
+  }
+}
+
+TEST(PolicyTest, OneShotCeilingOverrideCapsEveryCodec) {
   Config c = ConfigFor(Regime::kFp, true);
   c.one_shot_max_bytes = 64 << 10;
   for (int ws : {2, 4, 8}) {
-    EXPECT_EQ(ChooseAlgorithm(c, 64 << 10, ws), Algorithm::kOneShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, (64 << 10) + 16, ws), Algorithm::kTwoShot) << ws;
+    for (WorkFormat f : kAllWorkFormats) {
+      for (Codec k : kAllCodecs) {
+        EXPECT_EQ(ChooseAlgorithm(c, 64 << 10, ws, f, k), Algorithm::kOneShot) << ws;
+        EXPECT_EQ(ChooseAlgorithm(c, (64 << 10) + 16, ws, f, k), Algorithm::kTwoShot) << ws;
+      }
+    }
   }
   c.one_shot_max_bytes = 0;  // QR_ONE_SHOT_MAX_KB=0: one-shot off
   for (int ws : {2, 4, 8}) {
-    EXPECT_EQ(ChooseAlgorithm(c, 16, ws), Algorithm::kTwoShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, 0, ws), Algorithm::kTwoShot) << ws;
+    for (Codec k : kAllCodecs) {
+      EXPECT_EQ(ChooseAlgorithm(c, 16, ws, WorkFormat::kFp16, k), Algorithm::kTwoShot) << ws;
+      EXPECT_EQ(ChooseAlgorithm(c, 0, ws, WorkFormat::kFp16, k), Algorithm::kTwoShot) << ws;
+    }
   }
+  // An override above a codec's cap does not lift it: the cap stays, and
+  // the other codecs follow the override.
+  c.one_shot_max_bytes = 4 << 20;
+  EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, Codec::kInt4), Algorithm::kTwoShot);
+  EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, Codec::kInt8), Algorithm::kOneShot);
+  c.one_shot_max_bytes = 2 << 20;  // at world size 4 above the built-in 1 MiB
+  EXPECT_EQ(ChooseAlgorithm(c, 2 << 20, 4, WorkFormat::kFp16, Codec::kInt4), Algorithm::kOneShot);
+  EXPECT_EQ(ChooseAlgorithm(c, 2 << 20, 2, WorkFormat::kFp16, Codec::kInt4), Algorithm::kOneShot);
 }
 
 // An override above what one source's share of the one-shot region holds
@@ -282,8 +348,11 @@ TEST(PolicyTest, OneShotCeilingIsClampedToTheRegion) {
   for (int ws : {2, 4, 8}) {
     const size_t region = static_cast<size_t>(kernels::OneShotMaxElems(ws)) * 2;
     EXPECT_GE(region, static_cast<size_t>(DefaultOneShotMaxBytes(ws))) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, region, ws), Algorithm::kOneShot) << ws;
-    EXPECT_EQ(ChooseAlgorithm(c, region + 16, ws), Algorithm::kTwoShot) << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, region, ws, WorkFormat::kBf16, Codec::kInt8), Algorithm::kOneShot)
+        << ws;
+    EXPECT_EQ(ChooseAlgorithm(c, region + 16, ws, WorkFormat::kBf16, Codec::kInt8),
+              Algorithm::kTwoShot)
+        << ws;
   }
 }
 
@@ -301,17 +370,53 @@ TEST(PolicyTest, OneShotCeilingBytesIsWhatChooseAlgorithmUses) {
   EXPECT_EQ(OneShotCeilingBytes(c, 8), 0u);
   c.one_shot_max_bytes = int64_t{1} << 40;
   EXPECT_EQ(OneShotCeilingBytes(c, 2), static_cast<uint64_t>(kernels::OneShotMaxElems(2)) * 2);
-  for (int ws : {0, 3, 16}) EXPECT_EQ(OneShotCeilingBytes(c, ws), 0u) << ws;
+  for (int ws : {0, 3, 16}) {
+    EXPECT_EQ(OneShotCeilingBytes(c, ws), 0u) << ws;
+    EXPECT_EQ(OneShotCeilingBytes(c, ws, WorkFormat::kFp16, Codec::kInt4), 0u) << ws;
+  }
 }
 
-// The choice depends on size and world size only: dtype, regime and the cast
-// do not enter (one-shot is exact whatever the codec).
-TEST(PolicyTest, AlgorithmIgnoresRegimeAndCast) {
+// Join compares OneShotCeilingBytes(config, ws) only: every call's ceiling
+// must follow from it, so configs that pass the check agree on every call.
+// (Unset and QR_ONE_SHOT_MAX_KB=4096 both give 4 MiB at world size 2; they
+// must then agree on fp16 INT4 too.)
+TEST(PolicyTest, AgreeingOnTheJoinCeilingMeansAgreeingOnEveryCall) {
+  std::vector<Config> configs(1);
+  for (int64_t kib : {0, 4, 64, 1024, 2048, 3072, 4096, 8192, 1 << 20}) {
+    Config c;
+    c.one_shot_max_bytes = kib * 1024;
+    configs.push_back(c);
+  }
+  for (int ws : {2, 4, 8}) {
+    for (const Config& a : configs) {
+      for (const Config& b : configs) {
+        if (OneShotCeilingBytes(a, ws) != OneShotCeilingBytes(b, ws)) continue;
+        for (WorkFormat f : kAllWorkFormats) {
+          for (Codec k : kAllCodecs) {
+            EXPECT_EQ(OneShotCeilingBytes(a, ws, f, k), OneShotCeilingBytes(b, ws, f, k));
+            EXPECT_LE(OneShotCeilingBytes(a, ws, f, k), OneShotCeilingBytes(a, ws));
+          }
+        }
+      }
+    }
+  }
+  Config unset, set;
+  set.one_shot_max_bytes = 4096 * 1024;
+  ASSERT_EQ(OneShotCeilingBytes(unset, 2), OneShotCeilingBytes(set, 2));
+  EXPECT_EQ(OneShotCeilingBytes(set, 2, WorkFormat::kFp16, Codec::kInt4), 3u << 20);
+}
+
+// The regime in the config and the cast flag do not enter: the call's work
+// format and codec do.
+TEST(PolicyTest, AlgorithmDependsOnTheCallsFormatAndCodecNotTheConfigsRegime) {
   for (Regime regime : kCodecRegimes) {
     for (bool cast : {false, true}) {
       const Config c = ConfigFor(regime, cast);
-      EXPECT_EQ(ChooseAlgorithm(c, 4096, 2), Algorithm::kOneShot);
-      EXPECT_EQ(ChooseAlgorithm(c, 8 << 20, 2), Algorithm::kTwoShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 4096, 2, WorkFormat::kFp16, Codec::kInt4), Algorithm::kOneShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, Codec::kInt4),
+                Algorithm::kTwoShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 4 << 20, 2, WorkFormat::kFp16, Codec::kFp), Algorithm::kOneShot);
+      EXPECT_EQ(ChooseAlgorithm(c, 8 << 20, 2, WorkFormat::kFp16, Codec::kFp), Algorithm::kTwoShot);
     }
   }
 }

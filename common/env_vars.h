@@ -67,10 +67,12 @@ inline constexpr EnvVar kEnvQuantizationMinSizeKb =
 
 inline constexpr EnvVar kEnvOneShotMaxKb = EnvIntVar(
     "QR_ONE_SHOT_MAX_KB", "", kNoEnvFallback, 0, kEnvMaxKiB,
-    "built in: 4096 at world size 2, 1024 at 4, 256 at 8",
+    "built in: 4096 at world size 2 (fp16 INT4/INT3: 3072), 1024 at 4, 256 at 8",
     "messages up to it run one-shot (exact, one hop; the regime's codec is not used), larger "
-    "ones two-shot; 0 = never; capped by the one-shot buffer; must be the same on every rank (a "
-    "join whose members differ fails with INVALID_ARGUMENT); see `docs/codecs.md` section 7");
+    "ones two-shot; 0 = never; capped by the one-shot buffer and by the per-codec caps (fp16 "
+    "INT4/INT3 at world size 2: 3 MiB, where their two-shot is faster); must be the same on "
+    "every rank (a join whose members differ fails with INVALID_ARGUMENT); see `docs/codecs.md` "
+    "sections 7 and 8");
 
 inline constexpr EnvVar kEnvMinSizeTable = EnvStringVar(
     "QR_MIN_SIZE_TABLE", "", "unset",

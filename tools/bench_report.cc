@@ -162,8 +162,8 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
     }
     if (one_shot) add(BenchAlgo::kOneShot, "FP", *one_shot, Algorithm::kOneShot, Codec::kFp, "");
     for (Codec regime : regimes) {
-      const Algorithm algo = ChooseAlgorithm(policy, bytes, world_size);
       const Codec codec = EffectiveCodec(policy, static_cast<Regime>(regime), bytes);
+      const Algorithm algo = ChooseAlgorithm(policy, bytes, world_size, dtype, codec);
       std::optional<double> us;
       if (algo == Algorithm::kOneShot) {
         us = one_shot;

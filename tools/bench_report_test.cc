@@ -116,7 +116,9 @@ TEST(BenchReportTest, RowsCarryRatiosLinkLimitsAndThePolicyPick) {
       continue;
     }
     ++policy_rows;
-    const bool one = ChooseAlgorithm(defaults, r.bytes, 2) == Algorithm::kOneShot;
+    const Codec codec =
+        EffectiveCodec(defaults, static_cast<Regime>(*CodecFromName(r.regime)), r.bytes);
+    const bool one = ChooseAlgorithm(defaults, r.bytes, 2, r.dtype, codec) == Algorithm::kOneShot;
     // INT3 two-shot was never timed: its pick is reported only where it is one-shot.
     if (r.regime == "INT3") {
       EXPECT_TRUE(one) << r.bytes;
@@ -185,7 +187,8 @@ TEST(BenchReportTest, MinSizeTableFromSyntheticTimings) {
 TEST(BenchReportTest, UntimedPickEndsTheWalkDown) {
   // At 16K the policy picks one-shot, which was not timed: the floor cannot
   // go below 64M although two-shot FP wins at 16K too.
-  ASSERT_EQ(ChooseAlgorithm(Config{}, 16 * K, 2), Algorithm::kOneShot);
+  ASSERT_EQ(ChooseAlgorithm(Config{}, 16 * K, 2, WorkFormat::kFp16, Codec::kFp),
+            Algorithm::kOneShot);
   std::vector<Measurement> m;
   for (size_t b : {16 * K, 64 * M}) {
     m.push_back(Meas(b, BenchDType::kFp16, BenchAlgo::kNccl, Codec::kFp, Nccl(b)));

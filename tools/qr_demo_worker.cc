@@ -225,9 +225,10 @@ int Work(const DemoFlags& f) {
   for (Codec codec : codecs) {
     for (DType dtype : f.dtypes) {
       for (uint64_t bytes : f.sizes) {
-        const Case c{codec, dtype,
-                     bytes, 17 + static_cast<uint64_t>(done),
-                     cast,  ChooseAlgorithm(*config, bytes, f.world_size)};
+        const Case c{
+            codec, dtype,
+            bytes, 17 + static_cast<uint64_t>(done),
+            cast,  ChooseAlgorithm(*config, bytes, f.world_size, WorkFormatOf(dtype, cast), codec)};
         ++done;
         const std::string label = fmt::format("{} {} {} {}", CodecName(codec), DTypeName(dtype),
                                               FormatBytes(bytes), AlgorithmName(c.algorithm));

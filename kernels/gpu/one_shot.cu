@@ -1,17 +1,42 @@
 // The one-shot all-reduce kernel (kernels/one_shot_reference.h is the spec).
 //
-// Thread t of block b handles atoms (16 bytes) b * 256 + t, + grid * 256, ...
-// It pushes each atom's wire form (NOT of the work-dtype bits, never zero)
-// into every peer's region [phase][source = me], then, atom by atom, polls its
-// own region until each peer's atom is non-zero in every 16-bit lane, zeroes
-// it again for the call after next, and sums the ws values in rank order.
-// The data is its own flag: no fence, no release/acquire round trip, one hop.
+// Rows of kOneShotThreads 16-byte atoms belong to blocks by a fixed stride
+// S = p.oneshot_blocks (OneShotStrideBlocks: the same for every call of a
+// rank and on every rank): block b owns rows b, b + S, b + 2S, ..., and
+// thread t of it atom t of each. A call launches the blocks that own at
+// least one of its rows (OneShotGrid: min(S, rows)). Each thread pushes its
+// atoms' wire form (NOT of the work-dtype bits, never zero) into every
+// peer's region [phase][source = me], then, atom by atom, polls its own
+// region until each peer's atom is non-zero in every 16-bit lane, zeroes it
+// again, and sums the ws values in rank order. The data is its own flag: no
+// fence, no release/acquire round trip, one hop.
 //
-// Why zeroing right after reading is safe with two phases: a peer writes
-// phase k again only in call n + 2, and its kernel n + 2 starts after its
-// kernel n + 1 finished, which needed our data of call n + 1, which our
-// kernel n + 1 sent after our kernel n (and its clears) completed. Only
-// same-index blocks depend on each other, as in the two-shot kernel.
+// Phases: block b counts its own calls in device memory
+// (p.oneshot_counter[b]), and the count's parity picks the phase of b's
+// rows. Block b runs in exactly the calls that reach row b, and every rank
+// issues the same calls with the same grids, so block b's count is the same
+// on every rank in every call: writer and reader of a row agree on its
+// phase. Thread 0 reads the count and stores count + 1 at once: nothing else
+// in this kernel reads the word (the block uses the shared copy), and the
+// next kernel on the stream starts after this one ended (graph replays
+// too). No end-of-kernel atomic, no last block. A kernel that gives up sets
+// the rank's sticky error word, and every later call returns before it
+// reads a count, so a count advanced by a failed call is never used.
+//
+// Why zeroing right after reading is safe with two phases. Take row R of
+// block b and b's n-th run, which reads phase n & 1. Peer q wrote our slot
+// (n & 1, q, R) in its own run n of block b and writes it next in its run
+// n + 2. That run is in a kernel that starts after peer q's kernel of run
+// n + 1 ended, and there block b ended only after it received our block b's
+// atoms of run n + 1 (every run of b has row b, so thread 0 at least waits
+// for one). Our block b sent those from a kernel after the one of run n, so
+// after our clears of run n were done: the peer's next write to a slot comes
+// after our clear of it, and our run n + 2 waits for that write. This is why
+// the stride is fixed: with a per-call stride a row would move between
+// blocks, and the counts of the blocks that read and write it would not be
+// in step. Only same-index blocks depend on each other, as in the two-shot
+// kernel, so no block waits for a block of its own grid; the grid is at most
+// the layout's blocks, resident at once as the two-shot grids are.
 #include <hip/hip_runtime.h>
 
 #include "kernels/gpu/two_shot.h"
@@ -46,6 +71,11 @@ QR_DEVICE_INLINE Vec16 FromWire(const Vec16& v) {
   return Vec16{{~v.w[0], ~v.w[1], ~v.w[2], ~v.w[3]}};
 }
 
+// Polls flat out this many times before pausing between polls: an on-time
+// peer's atom is about a microsecond (one NVLink hop) away, and a pause in
+// that window only delays noticing it; longer waits pause as before.
+inline constexpr uint32_t kOneShotSpinPolls = 32;
+
 // Polls *src until the atom arrived. False when the wait gives up. The
 // timing variants that skip waits take whatever is there (wrong results), so
 // that one rank's kernel can be timed alone (tools/kernel_cost.h).
@@ -57,8 +87,9 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
   for (;;) {
     v = platform::LoadShared16(src);
     if (Arrived(v)) return true;
-    if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
-    platform::PollPause();
+    ++spins;
+    if ((spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
+    if (spins > kOneShotSpinPolls) platform::PollPause();
   }
 }
 
@@ -69,22 +100,29 @@ template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  const size_t atoms = p.bytes / 16;
+  const size_t first = static_cast<size_t>(blockIdx.x) * kOneShotThreads + threadIdx.x;
+  const size_t stride = static_cast<size_t>(p.oneshot_blocks) * kOneShotThreads;
+  // The first input atom does not depend on the phase: its load is in flight
+  // while thread 0 reads the count and the block meets at the barrier.
+  Vec16 first_in{};
+  if (first < atoms) first_in = platform::LoadInput16(p.in + first * 16);
   __shared__ uint32_t gave_up, call;
   if (threadIdx.x == 0) {
     gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
-    call = *p.oneshot_counter;  // written by the previous call's last block
+    const uint32_t c = p.oneshot_counter[blockIdx.x];
+    p.oneshot_counter[blockIdx.x] = c + 1;
+    call = c;
   }
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
 
   const size_t phase = (call & 1u) * static_cast<size_t>(kOneShotRegionBytes);
-  const size_t atoms = p.bytes / 16;
-  const size_t first = static_cast<size_t>(blockIdx.x) * kOneShotThreads + threadIdx.x;
-  const size_t stride = static_cast<size_t>(gridDim.x) * kOneShotThreads;
   const size_t my_slot = p.oneshot + phase + p.rank * kPerSource;
 
   for (size_t a = first; a < atoms; a += stride) {
-    const Vec16 w = ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + a * 16)));
+    const Vec16 in = a == first ? first_in : platform::LoadInput16(p.in + a * 16);
+    const Vec16 w = ToWire(Elem<kElem>::In(in));
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       if (r != p.rank) platform::StoreRemote16(p.buffers[r] + my_slot + a * 16, w);
@@ -114,14 +152,15 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
     ok = gate_ok != 0;
   }
   for (size_t a = first; a < atoms && ok; a += stride) {
+    // Our own values, loaded before the polls so that the load overlaps them.
+    const Vec16 own = FromWire(
+        ToWire(Elem<kElem>::In(a == first ? first_in : platform::LoadInput16(p.in + a * 16))));
     float acc[8];
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       if (!ok) continue;  // not break: the loop must stay unrollable
-      Vec16 v;
-      if (s == p.rank) {
-        v = FromWire(ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + a * 16))));
-      } else {
+      Vec16 v = own;
+      if (s != p.rank) {
         char* src = mine + s * kPerSource + a * 16;
         ok = Receive(src, v, p);
         platform::StoreRemote16(src, Vec16{});
@@ -133,13 +172,6 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
       for (int e = 0; e < 8; ++e) acc[e] = s == 0 ? f[e] : platform::AddRn(acc[e], f[e]);
     }
     if (ok) platform::StoreOutput16(p.out + a * 16, Elem<kElem>::Out(Pack<kBf16>(acc)));
-  }
-
-  // The last block to finish advances the call counter for the next call.
-  if (__syncthreads_or(ok ? 0 : 1) != 0) return;
-  if (threadIdx.x == 0 && atomicAdd(p.oneshot_done, 1u) == gridDim.x - 1) {
-    *p.oneshot_done = 0;
-    *p.oneshot_counter = call + 1;
   }
 }
 
@@ -171,10 +203,16 @@ KernelFn OneShotKernelFor(WorkFormat elem, int ws) {
   return nullptr;
 }
 
-int OneShotGrid(size_t bytes, int max_blocks) {
-  const size_t per_block = static_cast<size_t>(kOneShotThreads) * 16;
-  const size_t blocks = (bytes + per_block - 1) / per_block;
-  return static_cast<int>(blocks < static_cast<size_t>(max_blocks) ? blocks : max_blocks);
+int OneShotStrideBlocks(int max_blocks, int world_size) {
+  const int64_t rows = OneShotMaxBytes(world_size) / (int64_t{kOneShotThreads} * 16);
+  return static_cast<int>(rows < max_blocks ? rows : max_blocks);
+}
+
+int OneShotGrid(size_t bytes, int max_blocks, int world_size) {
+  const size_t per_row = static_cast<size_t>(kOneShotThreads) * 16;
+  const size_t rows = (bytes + per_row - 1) / per_row;
+  const size_t stride = static_cast<size_t>(OneShotStrideBlocks(max_blocks, world_size));
+  return static_cast<int>(rows < stride ? rows : stride);
 }
 
 }  // namespace qr::kernels::gpu

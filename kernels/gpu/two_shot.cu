@@ -305,7 +305,7 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
   p.dev_error = a.colours + a.max_blocks;
   p.oneshot = l.oneshot;
   p.oneshot_counter = a.colours + a.max_blocks + 1;
-  p.oneshot_done = a.colours + a.max_blocks + 2;
+  p.oneshot_blocks = gpu::OneShotStrideBlocks(a.max_blocks, a.world_size);
   p.abort_word = a.abort_word;
   p.error_word = a.error_word;
   p.timeout_ticks = a.timeout_ticks;
@@ -323,7 +323,11 @@ Status Launch(const TwoShotArgs& a, bool one_shot) {
     per_sm = kTwoShotFpBlocksPerSm;
   }
   const int cap = per_sm * res.sms < a.max_blocks ? per_sm * res.sms : a.max_blocks;
-  const int grid = one_shot ? gpu::OneShotGrid(bytes, cap) : TwoShotGrid(bytes, cap);
+  const int grid =
+      one_shot ? gpu::OneShotGrid(bytes, a.max_blocks, a.world_size) : TwoShotGrid(bytes, cap);
+  // One-shot blocks own fixed rows (one_shot.cu), so its grid cannot be cut
+  // to what is resident; a kernel that fits the layout's blocks always is.
+  if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
   hipLaunchKernelGGL(fn, dim3(grid), dim3(threads), 0, static_cast<hipStream_t>(a.stream), p);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());
   return OkStatus();

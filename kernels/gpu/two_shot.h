@@ -68,9 +68,12 @@ struct TwoShotLayout {
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
 
 // Words of device state a rank needs: [0, max_blocks) the two-shot colours,
-// [max_blocks] the device error flag, [max_blocks + 1] the one-shot call
-// counter, [max_blocks + 2] the one-shot blocks-done count.
-constexpr size_t TwoShotStateWords(int max_blocks) { return static_cast<size_t>(max_blocks) + 3; }
+// [max_blocks] the device error flag, [max_blocks + 1, 2 max_blocks + 1) the
+// one-shot blocks' call counts (one per block of its fixed stride, which is
+// at most max_blocks; kernels/gpu/one_shot.cu).
+constexpr size_t TwoShotStateWords(int max_blocks) {
+  return 2 * static_cast<size_t>(max_blocks) + 1;
+}
 
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);

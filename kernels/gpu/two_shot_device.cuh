@@ -63,17 +63,21 @@ struct KernelParams {
   uint32_t* error_word;  // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;
   size_t oneshot;             // layout offset of the one-shot region
-  uint32_t* oneshot_counter;  // calls so far (device memory; picks the phase)
-  uint32_t* oneshot_done;     // blocks of the running call that finished
+  uint32_t* oneshot_counter;  // [oneshot_blocks] each block's calls so far (picks its phase)
+  int oneshot_blocks;         // OneShotStrideBlocks: block b owns rows b, b + this, ...
 };
 
 using KernelFn = void (*)(KernelParams);
 
 // The one-shot kernel for (elem, ws) (one_shot.cu); nullptr if unsupported.
 KernelFn OneShotKernelFor(WorkFormat elem, int ws);
-// Its grid for a call of `bytes` bytes: one thread per 16-byte atom, capped
-// at max_blocks; the same on every rank.
-int OneShotGrid(size_t bytes, int max_blocks);
+// The one-shot kernel's fixed row stride: the rows (kOneShotThreads atoms)
+// of the largest one-shot call, capped at the layout's max_blocks. The same
+// for every call of a rank and on every rank (one_shot.cu says why it must be).
+int OneShotStrideBlocks(int max_blocks, int world_size);
+// The grid of a call of `bytes` bytes: the blocks owning one of its rows,
+// min(rows, OneShotStrideBlocks); the same on every rank.
+int OneShotGrid(size_t bytes, int max_blocks, int world_size);
 inline constexpr int kOneShotThreads = 256;
 
 // ---------------------------------------------------------------------------

@@ -185,21 +185,24 @@ class AllReduceTest : public E2eTest {
   // partial block, a tile + 16 B and the largest one-shot size, two in a row
   // where the phases alternate and one right after a two-shot call; two-shot
   // calls just above the ceiling and larger. Codecs rotate: one-shot ignores
-  // them, the two-shot calls honour them.
+  // them, the two-shot calls honour them, and the ceiling is the case's own
+  // (fp16 INT4/INT3 have a lower one).
   static std::vector<Case> OneShotSweep(int world_size) {
-    const int64_t max = DefaultOneShotMaxBytes(world_size) / 2;
     std::vector<Codec> codecs;
     for (Codec k : kAllCodecs) {
       if (k != Codec::kInt3 || world_size == 2) codecs.push_back(k);
     }
     std::vector<Case> cases;
     for (int d = 0; d < 3; ++d) {
-      for (int64_t n : {int64_t{8}, int64_t{1000}, max + 8, int64_t{16392}, max, max + 16392}) {
+      for (int kind = 0; kind < 6; ++kind) {
         Case c;
         c.codec = codecs[cases.size() % codecs.size()];
         c.dtype = d == 0 ? DType::kFloat16 : DType::kBFloat16;
         c.cast = d == 1;
-        c.count = n;
+        const int64_t max =
+            DefaultOneShotMaxBytes(world_size, WorkFormatOf(c.dtype, c.cast), c.codec) / 2;
+        const int64_t counts[] = {8, 1000, max + 8, 16392, max, max + 16392};
+        c.count = counts[kind];
         c.in_place = cases.size() % 2 == 1;
         cases.push_back(c);
       }

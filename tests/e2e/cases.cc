@@ -73,7 +73,8 @@ kernels::TwoShotParams ParamsOf(const Case& c, int world_size) {
 }
 
 Algorithm AlgorithmOf(const Config& config, const Case& c, int world_size) {
-  return ChooseAlgorithm(config, static_cast<size_t>(c.count) * 2, world_size);
+  return ChooseAlgorithm(config, static_cast<size_t>(c.count) * 2, world_size,
+                         WorkFormatOf(c.dtype, c.cast), c.codec);
 }
 
 demo::Verdict VerifyCase(const Case& c, int world_size, Algorithm algorithm,

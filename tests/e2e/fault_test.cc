@@ -86,7 +86,8 @@ int StreamWorker(const WorkerArgs& a) {
   }
   std::vector<uint16_t> in(static_cast<size_t>(a.GetInt("count", 65536))), out(in.size());
   const Algorithm algorithm =
-      ChooseAlgorithm((*comm)->config(), in.size() * 2, (*comm)->world_size());
+      ChooseAlgorithm((*comm)->config(), in.size() * 2, (*comm)->world_size(), WorkFormat::kFp16,
+                      Codec::kInt8);  // the calls below
   if (a.Get("algorithm", AlgorithmName(algorithm)) != AlgorithmName(algorithm)) {
     std::fprintf(stderr, "rank %d: %zu values run %s, not %s\n", a.rank(), in.size(),
                  AlgorithmName(algorithm), a.Get("algorithm").c_str());

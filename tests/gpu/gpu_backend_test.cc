@@ -57,12 +57,13 @@ bool SharedDeviceAllowed() {
   return config.ok() && config->allow_shared_device;
 }
 
-// The algorithm the communicator picks for `count` elements (the policy under
-// this process's environment), so results are checked against its reference.
-Algorithm Expected(int64_t count, int world_size) {
+// The algorithm the communicator picks for the call `p` describes (the policy
+// under this process's environment), so results are checked against its
+// reference.
+Algorithm Expected(const kernels::TwoShotParams& p) {
   auto config = LoadConfigFromEnv(GpuPlatform());
-  return ChooseAlgorithm(config.ok() ? *config : Config{}, static_cast<size_t>(count) * 2,
-                         world_size);
+  return ChooseAlgorithm(config.ok() ? *config : Config{}, static_cast<size_t>(p.num_elems) * 2,
+                         p.world_size, WorkFormatOf(p.dtype, p.cast_bf16_to_fp16), p.codec);
 }
 
 #define WORKER_CHECK(cond, code, ...)    \
@@ -102,7 +103,7 @@ int RunOne(Communicator& comm, const WorkerArgs& a, Codec codec, DType dtype, bo
   p.dtype = dtype;
   p.cast_bf16_to_fp16 = cast;
   p.num_elems = count;
-  const Algorithm algorithm = Expected(count, a.world_size());
+  const Algorithm algorithm = Expected(p);
   const demo::Verdict v = demo::Verify(p, seed, out.data(), algorithm);
   WORKER_CHECK(v.bit_identical, 25, "rank %d: %s %s %s%s count %lld: %s", a.rank(),
                AlgorithmName(algorithm), CodecName(codec), DTypeName(dtype), cast ? " (cast)" : "",
@@ -164,10 +165,10 @@ int SweepWorker(const WorkerArgs& a) {
     WORKER_CHECK(gpu::Memcpy(out2.data(), io2.out, n2 * 2).ok(), 33, "copy");
     kernels::TwoShotParams p1{a.world_size(), Codec::kInt4, DType::kFloat16, false, n1};
     kernels::TwoShotParams p2{a.world_size(), Codec::kFp, DType::kBFloat16, false, n2};
-    WORKER_CHECK(demo::Verify(p1, seed1, out1.data(), Expected(n1, a.world_size())).bit_identical,
-                 36, "replay %d op 1", rep);
-    WORKER_CHECK(demo::Verify(p2, seed2, out2.data(), Expected(n2, a.world_size())).bit_identical,
-                 37, "replay %d op 2", rep);
+    WORKER_CHECK(demo::Verify(p1, seed1, out1.data(), Expected(p1)).bit_identical, 36,
+                 "replay %d op 1", rep);
+    WORKER_CHECK(demo::Verify(p2, seed2, out2.data(), Expected(p2)).bit_identical, 37,
+                 "replay %d op 2", rep);
   }
   gpu::GraphDestroy(*graph);
   WORKER_CHECK((*comm)->Check().ok(), 38, "check");
