@@ -69,6 +69,9 @@ struct KernelParams {
 
 using KernelFn = void (*)(KernelParams);
 
+// The two-shot kernel for (elem, ws, codec) (two_shot.cu); nullptr if
+// unsupported.
+KernelFn TwoShotKernelFor(WorkFormat elem, int ws, Codec codec);
 // The one-shot kernel for (elem, ws) (one_shot.cu); nullptr if unsupported.
 KernelFn OneShotKernelFor(WorkFormat elem, int ws);
 // Its grid for a call of `bytes` bytes: one thread per 16-byte atom, capped
