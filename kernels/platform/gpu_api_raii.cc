@@ -1,7 +1,6 @@
 // The owners of gpu_api.h over its neutral calls, the same in every flavour
 // (in the host-only one every factory fails as the call it wraps does).
 #include <cstdio>
-#include <string>
 
 #include "common/status_macros.h"
 #include "kernels/platform/gpu_api.h"
@@ -96,17 +95,17 @@ StatusOr<ScopedGraph> ScopedGraph::EndCapture(Stream stream) {
   return ScopedGraph(g, device);
 }
 
+// One GetDevice when `device` is already current: the GPU backend's call path.
 StatusOr<ScopedDevice> ScopedDevice::Set(int device) {
-  // SetDevice's kUnavailable for a device that does not exist, before
-  // GetDevice fails otherwise on a machine without any.
-  if (device < 0 || device >= DeviceCount()) {
+  auto previous = GetDevice();
+  if (!previous.ok()) {
+    // No runtime or no device: SetDevice says so (kUnavailable) where it can.
     Status s = SetDevice(device);
-    return s.ok() ? InternalError("the runtime accepted GPU " + std::to_string(device)) : s;
+    return s.ok() ? previous.status() : s;
   }
-  QR_ASSIGN_OR_RETURN(const int previous, GetDevice());
-  if (previous == device) return ScopedDevice(-1);
+  if (*previous == device) return ScopedDevice(-1);
   QR_RETURN_IF_ERROR(SetDevice(device));
-  return ScopedDevice(previous);
+  return ScopedDevice(*previous);
 }
 
 ScopedDevice::~ScopedDevice() {
