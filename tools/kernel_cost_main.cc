@@ -12,6 +12,7 @@
 
 #include "common/status_macros.h"
 #include "kernels/gpu/local_group.h"
+#include "kernels/gpu/max_blocks.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
@@ -94,7 +95,13 @@ class Runner {
  private:
   Status NewGroup() {
     group_.reset();
-    QR_ASSIGN_OR_RETURN(group_, LocalGroup::Create(o_.world_size, 0, /*gpus=*/1));
+    // Alone, only rank 0 runs: nothing has to stay co-resident with it, so it
+    // gets the grid a rank with a GPU of its own has (not the shared cap).
+    int max_blocks = 0;
+    if (o_.mode == CostMode::kAlone) {
+      QR_ASSIGN_OR_RETURN(max_blocks, kernels::DefaultMaxBlocks(0));
+    }
+    QR_ASSIGN_OR_RETURN(group_, LocalGroup::Create(o_.world_size, max_blocks, /*gpus=*/1));
     return OkStatus();
   }
 
