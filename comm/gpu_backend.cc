@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "ipc/group_client.h"
 #include "kernels/gpu/max_blocks.h"
 #include "kernels/gpu/max_blocks_shared.h"
+#include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 
@@ -35,20 +37,13 @@ class GpuBackend final : public Backend {
         timeout_ms_(op_timeout_ms),
         join_timeout_ms_(join_timeout_ms) {}
 
+  // Kernels in flight read the peers' buffers and the abort page; they end
+  // on their own (done, aborted or timed out) before the members unmap and
+  // free them.
   ~GpuBackend() override {
     if (!gpu::SetDevice(device_).ok()) return;
-    // Kernels in flight read the peers' buffers and the abort page; they end
-    // on their own (done, aborted or timed out) before anything is unmapped.
     Status s = gpu::DeviceSynchronize();
     if (!s.ok()) Log().warn("GPU backend rank {}: {}", rank_, s.ToString());
-    if (abort_registered_ != nullptr) gpu::HostUnregister(abort_registered_);
-    // peers_ is empty when Init failed before filling it.
-    for (size_t r = 0; r < peers_.size(); ++r) {
-      if (static_cast<int>(r) != rank_ && peers_[r] != nullptr) gpu::IpcCloseHandle(peers_[r]);
-    }
-    gpu::Free(buffer_);
-    gpu::Free(state_);
-    gpu::HostFree(error_host_);
   }
 
   Status Init() {
@@ -57,16 +52,15 @@ class GpuBackend final : public Backend {
     QR_ASSIGN_OR_RETURN(max_blocks_, kernels::DefaultMaxBlocks(device_));
     QR_ASSIGN_OR_RETURN(ticks_per_ms_, gpu::WallClockTicksPerMs(device_));
     layout_ = kernels::MakeTwoShotLayout(max_blocks_);
-    QR_ASSIGN_OR_RETURN(buffer_, gpu::MallocShared(layout_.total + kBarrierBytes));
-    QR_RETURN_IF_ERROR(gpu::Memset(buffer_, 0, layout_.total + kBarrierBytes));
+    QR_ASSIGN_OR_RETURN(buffer_, gpu::DeviceBuffer::MallocShared(layout_.total + kBarrierBytes));
+    QR_RETURN_IF_ERROR(gpu::Memset(buffer_.get(), 0, buffer_.bytes()));
     const size_t state_bytes = kernels::TwoShotStateWords(max_blocks_) * 4;
-    QR_ASSIGN_OR_RETURN(state_, gpu::Malloc(state_bytes));
-    QR_RETURN_IF_ERROR(gpu::Memset(state_, 0, state_bytes));
-    QR_ASSIGN_OR_RETURN(error_host_, gpu::HostAllocMapped(4096, &error_dev_));
-    QR_ASSIGN_OR_RETURN(handle_, gpu::IpcGetHandle(buffer_));
+    QR_ASSIGN_OR_RETURN(state_words_, gpu::DeviceBuffer::Malloc(state_bytes));
+    QR_RETURN_IF_ERROR(gpu::Memset(state_words_.get(), 0, state_bytes));
+    QR_ASSIGN_OR_RETURN(error_, gpu::MappedHostBuffer::Create(4096));
+    QR_ASSIGN_OR_RETURN(handle_, gpu::IpcGetHandle(buffer_.get()));
     QR_RETURN_IF_ERROR(gpu::DeviceSynchronize());
-    peers_.assign(ws_, nullptr);
-    peers_[rank_] = buffer_;
+    peers_.resize(ws_);
     return OkStatus();
   }
 
@@ -116,9 +110,9 @@ class GpuBackend final : public Backend {
       }
       gpu::IpcHandle h;
       std::memcpy(h.data(), m.blob.data(), h.size());
-      auto p = gpu::IpcOpenHandle(h);
+      auto p = gpu::IpcMapping::Open(h);
       if (!p.ok()) return p.status().WithContext(who);
-      peers_[m.rank] = *p;
+      peers_[m.rank] = std::move(*p);
     }
     // Every rank sees the same slots, so all compute the same cap; the layout
     // offsets follow it, inside the buffer allocated for the larger default.
@@ -128,39 +122,22 @@ class GpuBackend final : public Backend {
       Log().info("GPU backend rank {}: {} ranks share GPU {} at most; grids capped at {} blocks",
                  rank_, sharing, pci_, max_blocks_);
     }
-    void* page = group.abort_page();
-    QR_ASSIGN_OR_RETURN(void* dev, gpu::HostRegisterMapped(page, kAbortPageBytes));
-    abort_registered_ = page;
-    abort_dev_ = static_cast<const uint32_t*>(dev);
+    QR_ASSIGN_OR_RETURN(abort_, gpu::HostRegistration::Create(group.abort_page(), kAbortPageBytes));
+    QR_ASSIGN_OR_RETURN(kernels::RankState state, kernels::RankState::Create(KernelConfig()));
+    state_ = std::move(state);
     group_ = &group;
     return JoinBarrier();
   }
 
   Status AllReduce(const AllReduceCall& call) override {
-    if (group_ == nullptr) return InternalError("AllReduce before Connect");
-    kernels::TwoShotArgs a;
-    a.in = call.in;
-    a.out = call.out;
-    a.count = call.count;
-    a.format = WorkFormatOf(call.dtype, call.cast_bf16_to_fp16);
-    a.codec = call.codec;
-    a.rank = rank_;
-    a.world_size = ws_;
-    for (int r = 0; r < ws_; ++r) a.buffers[r] = peers_[r];
-    a.max_blocks = max_blocks_;
-    a.colours = static_cast<uint32_t*>(state_);
-    a.abort_word = abort_dev_;
-    a.error_word = static_cast<uint32_t*>(error_dev_);
-    a.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
-    a.stream = call.stream;
-    a.one_shot = call.algorithm == Algorithm::kOneShot;
+    if (!state_.has_value()) return InternalError("AllReduce before Connect");
     // The stream belongs to our device; launch there and restore the
     // caller's current device.
-    QR_ASSIGN_OR_RETURN(int previous, gpu::GetDevice());
-    if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(device_));
-    Status s = kernels::LaunchAllReduce(a);
-    if (previous != device_) QR_RETURN_IF_ERROR(gpu::SetDevice(previous));
-    return s;
+    QR_ASSIGN_OR_RETURN(gpu::ScopedDevice on_device, gpu::ScopedDevice::Set(device_));
+    return state_->Launch(
+        {call.in, call.out, call.count, WorkFormatOf(call.dtype, call.cast_bf16_to_fp16),
+         call.codec, call.algorithm},
+        call.stream);
   }
 
   // The kernel's error word, as the communicator reads it once per call (it
@@ -177,10 +154,25 @@ class GpuBackend final : public Backend {
   }
 
  private:
+  // The kernels' join-time state: the peers' buffers as mapped here, the
+  // grid cap Connect() settled on, the state, abort and error words.
+  kernels::RankConfig KernelConfig() const {
+    kernels::RankConfig c;
+    c.rank = rank_;
+    c.world_size = ws_;
+    for (int r = 0; r < ws_; ++r) c.buffers[r] = r == rank_ ? buffer_.get() : peers_[r].get();
+    c.max_blocks = max_blocks_;
+    c.state_words = state_words_.as<uint32_t>();
+    c.abort_word = static_cast<const uint32_t*>(abort_.device());
+    c.error_word = static_cast<uint32_t*>(error_.device());
+    c.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
+    return c;
+  }
+
   // What a kernel of this rank wrote into the host-mapped error word.
   uint32_t KernelError() const {
-    if (error_host_ == nullptr) return kernels::kGpuErrorNone;
-    return reinterpret_cast<const std::atomic<uint32_t>*>(error_host_)
+    if (error_.host() == nullptr) return kernels::kGpuErrorNone;
+    return reinterpret_cast<const std::atomic<uint32_t>*>(error_.host())
         ->load(std::memory_order_acquire);
   }
 
@@ -193,22 +185,21 @@ class GpuBackend final : public Backend {
   // mapping, is bounded by the join's timeout (not QR_OP_TIMEOUT_MS) and
   // polls the group's abort word, so a dead peer ends it at once.
   Status JoinBarrier() {
-    auto stream = gpu::StreamCreate();
+    auto stream = gpu::ScopedStream::Create();
     if (!stream.ok()) return stream.status().WithContext("GPU join barrier");
-    Status s = RunJoinBarrier(*stream);
-    gpu::StreamDestroy(*stream);
-    return s.WithContext("GPU join barrier");
+    return RunJoinBarrier(stream->get()).WithContext("GPU join barrier");
   }
 
   Status RunJoinBarrier(gpu::Stream stream) {
     const uint32_t marked = 1;
     for (int r = 0; r < ws_; ++r) {
       if (r == rank_) continue;
-      uint8_t* word = static_cast<uint8_t*>(peers_[r]) + layout_.total + rank_ * sizeof(uint32_t);
+      uint8_t* word =
+          static_cast<uint8_t*>(peers_[r].get()) + layout_.total + rank_ * sizeof(uint32_t);
       QR_RETURN_IF_ERROR(gpu::MemcpyAsync(word, &marked, sizeof(marked), stream));
     }
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream));
-    const uint8_t* mine = static_cast<const uint8_t*>(buffer_) + layout_.total;
+    const uint8_t* mine = buffer_.as<const uint8_t>() + layout_.total;
     std::array<uint32_t, kMaxWorldSize> marks{};
     Status copy;
     int missing = -1;
@@ -252,14 +243,13 @@ class GpuBackend final : public Backend {
   const int64_t timeout_ms_;
   const int64_t join_timeout_ms_;
   kernels::TwoShotLayout layout_;
-  void* buffer_ = nullptr;
-  void* state_ = nullptr;
-  void* error_host_ = nullptr;
-  void* error_dev_ = nullptr;
+  gpu::DeviceBuffer buffer_;  // this rank's receive buffer, then the barrier words
+  gpu::DeviceBuffer state_words_;
+  gpu::MappedHostBuffer error_;
   gpu::IpcHandle handle_{};
-  std::vector<void*> peers_;
-  void* abort_registered_ = nullptr;
-  const uint32_t* abort_dev_ = nullptr;
+  std::vector<gpu::IpcMapping> peers_;  // empty at this rank's own index
+  gpu::HostRegistration abort_;
+  std::optional<kernels::RankState> state_;  // built by Connect()
   GroupControl* group_ = nullptr;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "common/status_macros.h"
 #include "kernels/float16.h"
@@ -19,29 +20,20 @@ Status SyncAll(const std::vector<void*>& streams) {
 
 StatusOr<Stopwatch> Stopwatch::Create() {
   QR_RETURN_IF_ERROR(gpu::SetDevice(0));
-  Stopwatch w;
-  QR_ASSIGN_OR_RETURN(w.start_, gpu::EventCreate());
-  QR_ASSIGN_OR_RETURN(w.stop_, gpu::EventCreate());
-  return w;
-}
-
-Stopwatch::~Stopwatch() {
-  if (start_ == nullptr) return;
-  if (gpu::SetDevice(0).ok()) {
-    gpu::EventDestroy(start_);
-    gpu::EventDestroy(stop_);
-  }
+  QR_ASSIGN_OR_RETURN(gpu::ScopedEvent start, gpu::ScopedEvent::Create());
+  QR_ASSIGN_OR_RETURN(gpu::ScopedEvent stop, gpu::ScopedEvent::Create());
+  return Stopwatch(std::move(start), std::move(stop));
 }
 
 StatusOr<double> Stopwatch::TimeMs(const std::vector<void*>& streams,
                                    const std::function<Status()>& enqueue) {
   QR_RETURN_IF_ERROR(gpu::SetDevice(0));
-  QR_RETURN_IF_ERROR(gpu::EventRecord(start_, streams[0]));
+  QR_RETURN_IF_ERROR(gpu::EventRecord(start_.get(), streams[0]));
   QR_RETURN_IF_ERROR(enqueue());
   QR_RETURN_IF_ERROR(gpu::SetDevice(0));
-  QR_RETURN_IF_ERROR(gpu::EventRecord(stop_, streams[0]));
+  QR_RETURN_IF_ERROR(gpu::EventRecord(stop_.get(), streams[0]));
   QR_RETURN_IF_ERROR(SyncAll(streams));
-  QR_ASSIGN_OR_RETURN(float ms, gpu::EventElapsedMs(start_, stop_));
+  QR_ASSIGN_OR_RETURN(float ms, gpu::EventElapsedMs(start_.get(), stop_.get()));
   return static_cast<double>(ms);
 }
 
@@ -62,16 +54,10 @@ StatusOr<double> TimeBatches(Stopwatch& watch, const std::vector<void*>& streams
   return Median(samples);
 }
 
-Graphs::~Graphs() {
-  for (size_t r = 0; r < exec.size(); ++r) {
-    if (exec[r] != nullptr && gpu::SetDevice(static_cast<int>(r)).ok()) gpu::GraphDestroy(exec[r]);
-  }
-}
-
 Status Graphs::LaunchAll(const std::vector<void*>& streams) const {
   for (size_t r = 0; r < exec.size(); ++r) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(static_cast<int>(r)));
-    QR_RETURN_IF_ERROR(gpu::GraphLaunch(exec[r], streams[r]));
+    QR_RETURN_IF_ERROR(exec[r].Launch(streams[r]));
   }
   return OkStatus();
 }
@@ -82,23 +68,14 @@ Status CaptureRank(int rank, void* stream, bool thread_local_mode,
   QR_RETURN_IF_ERROR(thread_local_mode ? gpu::BeginCaptureThreadLocal(stream)
                                        : gpu::BeginCapture(stream));
   const Status s = enqueue();
-  auto g = gpu::EndCapture(stream);
+  auto g = gpu::ScopedGraph::EndCapture(stream);
   if (!s.ok()) {
-    if (g.ok()) gpu::GraphDestroy(*g);
     (void)gpu::LastError("after a failed capture");  // clear what the runtime kept
     return s;
   }
   QR_RETURN_IF_ERROR(g.status());
-  graphs->exec[rank] = *g;
+  graphs->exec[rank] = std::move(*g);
   return OkStatus();
-}
-
-DeviceBuffers::~DeviceBuffers() {
-  for (size_t r = 0; r < in.size(); ++r) {
-    if (!gpu::SetDevice(static_cast<int>(r)).ok()) continue;
-    gpu::Free(in[r]);
-    gpu::Free(out[r]);
-  }
 }
 
 // A 16 MiB pattern of xorshift64 bits, tiled.
@@ -112,15 +89,17 @@ Status FillInputs(DeviceBuffers& b, size_t bytes, int ws) {
     x ^= x << 17;
     v = kernels::FloatToHalf((static_cast<float>(x >> 40) / 16777216.0f - 0.5f) * 4.0f);
   }
-  b.in.assign(ws, nullptr);
-  b.out.assign(ws, nullptr);
+  b.in.clear();
+  b.out.clear();
   for (int r = 0; r < ws; ++r) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-    QR_ASSIGN_OR_RETURN(b.in[r], gpu::Malloc(bytes));
-    QR_ASSIGN_OR_RETURN(b.out[r], gpu::Malloc(bytes));
+    QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer in, gpu::DeviceBuffer::Malloc(bytes));
+    QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer out, gpu::DeviceBuffer::Malloc(bytes));
+    b.in.push_back(std::move(in));
+    b.out.push_back(std::move(out));
     for (size_t off = 0; off < bytes; off += pat_elems * 2) {
-      QR_RETURN_IF_ERROR(gpu::Memcpy(static_cast<char*>(b.in[r]) + off, pat.data(),
-                                     std::min(pat_elems * 2, bytes - off)));
+      QR_RETURN_IF_ERROR(
+          gpu::Memcpy(b.in[r].as<char>() + off, pat.data(), std::min(pat_elems * 2, bytes - off)));
     }
   }
   return OkStatus();

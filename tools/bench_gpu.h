@@ -2,13 +2,14 @@
 // (kernels/platform/gpu_api.h): one stream per rank, GPU r for rank r. A
 // stopwatch of events on rank 0's stream, the batch timing method of
 // tools/bench_plan.h, per-rank graph capture, and the input and output
-// buffers every cell reuses. Every function may change the calling thread's
-// current device.
+// buffers every cell reuses, all held in gpu_api.h's owners. Every function
+// may change the calling thread's current device.
 #ifndef QR_TOOLS_BENCH_GPU_H_
 #define QR_TOOLS_BENCH_GPU_H_
 
 #include <cstddef>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -23,20 +24,16 @@ namespace qr::bench {
 class Stopwatch {
  public:
   [[nodiscard]] static StatusOr<Stopwatch> Create();
-  Stopwatch(Stopwatch&& o) noexcept : start_(o.start_), stop_(o.stop_) {
-    o.start_ = o.stop_ = nullptr;
-  }
-  Stopwatch(const Stopwatch&) = delete;
-  ~Stopwatch();
 
   // Milliseconds from before enqueue() to after it, all streams synchronized.
   [[nodiscard]] StatusOr<double> TimeMs(const std::vector<void*>& streams,
                                         const std::function<Status()>& enqueue);
 
  private:
-  Stopwatch() = default;
-  gpu::Event start_ = nullptr;
-  gpu::Event stop_ = nullptr;
+  Stopwatch(gpu::ScopedEvent start, gpu::ScopedEvent stop)
+      : start_(std::move(start)), stop_(std::move(stop)) {}
+  gpu::ScopedEvent start_;
+  gpu::ScopedEvent stop_;
 };
 
 // The timing method of tools/bench_plan.h: `batch` enqueues `calls` calls on
@@ -44,10 +41,10 @@ class Stopwatch {
 [[nodiscard]] StatusOr<double> TimeBatches(Stopwatch& watch, const std::vector<void*>& streams,
                                            int calls, const std::function<Status()>& batch);
 
-// Graphs of one capture per rank, destroyed with the object.
+// One captured graph per rank (empty until CaptureRank fills it).
 struct Graphs {
-  std::vector<gpu::GraphExec> exec;
-  ~Graphs();
+  explicit Graphs(int ranks) : exec(ranks) {}
+  std::vector<gpu::ScopedGraph> exec;
   // Replays every rank's graph on its stream.
   [[nodiscard]] Status LaunchAll(const std::vector<void*>& streams) const;
 };
@@ -58,10 +55,9 @@ struct Graphs {
 [[nodiscard]] Status CaptureRank(int rank, void* stream, bool thread_local_mode,
                                  const std::function<Status()>& enqueue, Graphs* graphs);
 
-// One input and one output buffer per rank, freed with the object.
+// One input and one output buffer per rank (rank r's on GPU r).
 struct DeviceBuffers {
-  std::vector<void*> in, out;
-  ~DeviceBuffers();
+  std::vector<gpu::DeviceBuffer> in, out;
 };
 
 // Allocates `bytes` in and out on each of ws ranks and fills the inputs with

@@ -1,6 +1,7 @@
 #include "tools/bench_peer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/status_macros.h"
 #include "kernels/gpu/peer_bandwidth.h"
@@ -16,84 +17,68 @@ StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, 
   pb.bytes = bytes;
   pb.reps = reps;
   // recv[p] holds one region per source rank, so sources never share lines.
-  std::vector<void*> recv(ws, nullptr);
-  auto free_all = [&] {
+  std::vector<gpu::DeviceBuffer> recv;
+  std::vector<kernels::PeerStoreArgs> args(ws);
+  for (int p = 0; p < ws; ++p) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(p));
+    QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::DeviceBuffer::Malloc(bytes * ws));
+    recv.push_back(std::move(b));
+  }
+  for (int r = 0; r < ws; ++r) {
+    QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(r));
+    args[r].blocks = std::max(sms * 2, ws);
+    args[r].bytes_per_dst = bytes;
+    args[r].stream = streams[r];
     for (int p = 0; p < ws; ++p) {
-      if (recv[p] != nullptr && gpu::SetDevice(p).ok()) gpu::Free(recv[p]);
+      if (p != r) args[r].dst[args[r].num_dst++] = recv[p].as<char>() + r * bytes;
     }
-  };
-  auto run = [&]() -> Status {
-    std::vector<kernels::PeerStoreArgs> args(ws);
-    for (int p = 0; p < ws; ++p) {
-      QR_RETURN_IF_ERROR(gpu::SetDevice(p));
-      QR_ASSIGN_OR_RETURN(recv[p], gpu::Malloc(bytes * ws));
-    }
-    for (int r = 0; r < ws; ++r) {
-      QR_ASSIGN_OR_RETURN(int sms, gpu::MultiprocessorCount(r));
-      args[r].blocks = std::max(sms * 2, ws);
-      args[r].bytes_per_dst = bytes;
-      args[r].stream = streams[r];
-      for (int p = 0; p < ws; ++p) {
-        if (p != r) args[r].dst[args[r].num_dst++] = static_cast<char*>(recv[p]) + r * bytes;
-      }
-    }
-    std::vector<gpu::Event> start(ws), stop(ws);
-    for (int r = 0; r < ws; ++r) {
+  }
+  std::vector<gpu::ScopedEvent> start, stop;
+  for (int r = 0; r < ws; ++r) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+    QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e0, gpu::ScopedEvent::Create());
+    QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e1, gpu::ScopedEvent::Create());
+    start.push_back(std::move(e0));
+    stop.push_back(std::move(e1));
+  }
+  // One round over `ranks`, all storing together; GB/s per rank.
+  auto round = [&](const std::vector<int>& ranks) -> StatusOr<std::vector<double>> {
+    for (int r : ranks) {  // warm-up
       QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-      QR_ASSIGN_OR_RETURN(start[r], gpu::EventCreate());
-      QR_ASSIGN_OR_RETURN(stop[r], gpu::EventCreate());
+      QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(args[r]));
     }
-    // One round over `ranks`, all storing together; GB/s per rank.
-    auto round = [&](const std::vector<int>& ranks) -> StatusOr<std::vector<double>> {
-      for (int r : ranks) {  // warm-up
+    QR_RETURN_IF_ERROR(SyncAll(streams));
+    for (int r : ranks) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(start[r].get(), streams[r]));
+    }
+    for (int i = 0; i < reps; ++i) {
+      for (int r : ranks) {
         QR_RETURN_IF_ERROR(gpu::SetDevice(r));
         QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(args[r]));
       }
-      QR_RETURN_IF_ERROR(SyncAll(streams));
-      for (int r : ranks) {
-        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-        QR_RETURN_IF_ERROR(gpu::EventRecord(start[r], streams[r]));
-      }
-      for (int i = 0; i < reps; ++i) {
-        for (int r : ranks) {
-          QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-          QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(args[r]));
-        }
-      }
-      for (int r : ranks) {
-        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-        QR_RETURN_IF_ERROR(gpu::EventRecord(stop[r], streams[r]));
-      }
-      QR_RETURN_IF_ERROR(SyncAll(streams));
-      std::vector<double> gbps;
-      for (int r : ranks) {
-        QR_RETURN_IF_ERROR(gpu::SetDevice(r));
-        QR_ASSIGN_OR_RETURN(float ms, gpu::EventElapsedMs(start[r], stop[r]));
-        const double sent = static_cast<double>(bytes) * args[r].num_dst * reps;
-        gbps.push_back(sent / (static_cast<double>(ms) * 1e6));
-      }
-      return gbps;
-    };
-    std::vector<int> all(ws);
-    for (int r = 0; r < ws; ++r) all[r] = r;
-    Status s = [&]() -> Status {
-      QR_ASSIGN_OR_RETURN(pb.concurrent_gbps, round(all));
-      for (int r = 0; r < ws; ++r) {
-        QR_ASSIGN_OR_RETURN(std::vector<double> alone, round({r}));
-        pb.alone_gbps.push_back(alone[0]);
-      }
-      return OkStatus();
-    }();
-    for (int r = 0; r < ws; ++r) {
-      if (!gpu::SetDevice(r).ok()) continue;
-      gpu::EventDestroy(start[r]);
-      gpu::EventDestroy(stop[r]);
     }
-    return s;
+    for (int r : ranks) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(stop[r].get(), streams[r]));
+    }
+    QR_RETURN_IF_ERROR(SyncAll(streams));
+    std::vector<double> gbps;
+    for (int r : ranks) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+      QR_ASSIGN_OR_RETURN(float ms, gpu::EventElapsedMs(start[r].get(), stop[r].get()));
+      const double sent = static_cast<double>(bytes) * args[r].num_dst * reps;
+      gbps.push_back(sent / (static_cast<double>(ms) * 1e6));
+    }
+    return gbps;
   };
-  const Status s = run();
-  free_all();
-  QR_RETURN_IF_ERROR(s);
+  std::vector<int> all(ws);
+  for (int r = 0; r < ws; ++r) all[r] = r;
+  QR_ASSIGN_OR_RETURN(pb.concurrent_gbps, round(all));
+  for (int r = 0; r < ws; ++r) {
+    QR_ASSIGN_OR_RETURN(std::vector<double> alone, round({r}));
+    pb.alone_gbps.push_back(alone[0]);
+  }
   return pb;
 }
 

@@ -189,7 +189,7 @@ StatusOr<double> Bench::TimeQuickReduce(const BenchCell& c) {
   const int calls = CallsPerBatch(c.bytes);
   auto enqueue_rank = [&](int r, int n) -> Status {
     for (int i = 0; i < n; ++i) {
-      QR_RETURN_IF_ERROR(group_->Launch(r, call, buffers_.in[r], buffers_.out[r]));
+      QR_RETURN_IF_ERROR(group_->Launch(r, call, buffers_.in[r].get(), buffers_.out[r].get()));
     }
     return OkStatus();
   };
@@ -201,8 +201,7 @@ StatusOr<double> Bench::TimeQuickReduce(const BenchCell& c) {
       return OkStatus();
     });
   }
-  Graphs graphs;
-  graphs.exec.assign(ws_, nullptr);
+  Graphs graphs(ws_);
   for (int r = 0; r < ws_; ++r) {
     QR_RETURN_IF_ERROR(CaptureRank(
         r, streams_[r], false, [&] { return enqueue_rank(r, calls); }, &graphs));
@@ -217,10 +216,11 @@ StatusOr<double> Bench::TimeNccl(const BenchCell& c) {
   auto one_call_all_ranks = [&]() -> Status {
     QR_RETURN_IF_ERROR(NcclCheck(nccl_, nccl_.GroupStart(), "ncclGroupStart"));
     for (int r = 0; r < ws_; ++r) {
-      QR_RETURN_IF_ERROR(NcclCheck(nccl_,
-                                   nccl_.AllReduce(buffers_.in[r], buffers_.out[r], count, dtype,
-                                                   Nccl::kSum, comms_[r], streams_[r]),
-                                   "ncclAllReduce"));
+      QR_RETURN_IF_ERROR(
+          NcclCheck(nccl_,
+                    nccl_.AllReduce(buffers_.in[r].get(), buffers_.out[r].get(), count, dtype,
+                                    Nccl::kSum, comms_[r], streams_[r]),
+                    "ncclAllReduce"));
     }
     return NcclCheck(nccl_, nccl_.GroupEnd(), "ncclGroupEnd");
   };
@@ -237,8 +237,7 @@ StatusOr<double> Bench::TimeNccl(const BenchCell& c) {
   // One capturing thread per GPU (thread-local capture mode): each rank's
   // ncclAllReduce blocks nothing, and other threads' calls do not invalidate
   // the capture.
-  Graphs graphs;
-  graphs.exec.assign(ws_, nullptr);
+  Graphs graphs(ws_);
   std::vector<Status> st(ws_);
   std::vector<std::thread> threads;
   for (int r = 0; r < ws_; ++r) {
@@ -249,8 +248,8 @@ StatusOr<double> Bench::TimeNccl(const BenchCell& c) {
             for (int i = 0; i < calls; ++i) {
               QR_RETURN_IF_ERROR(
                   NcclCheck(nccl_,
-                            nccl_.AllReduce(buffers_.in[r], buffers_.out[r], count, dtype,
-                                            Nccl::kSum, comms_[r], streams_[r]),
+                            nccl_.AllReduce(buffers_.in[r].get(), buffers_.out[r].get(), count,
+                                            dtype, Nccl::kSum, comms_[r], streams_[r]),
                             "ncclAllReduce"));
             }
             return OkStatus();

@@ -118,7 +118,7 @@ class Runner {
 
   Status LaunchOnce(const LocalCall& call) {
     for (int r = 0; r < ranks_; ++r) {
-      QR_RETURN_IF_ERROR(group_->Launch(r, call, bufs_[r]->in[0], bufs_[r]->out[0]));
+      QR_RETURN_IF_ERROR(group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
     }
     return OkStatus();
   }
@@ -130,7 +130,7 @@ class Runner {
       QR_RETURN_IF_ERROR(gpu::BeginCapture(stream));
       Status s = OkStatus();
       for (int i = 0; i < iters && s.ok(); ++i) {
-        s = group_->Launch(r, call, bufs_[r]->in[0], bufs_[r]->out[0]);
+        s = group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get());
       }
       auto g = gpu::EndCapture(stream);
       QR_RETURN_IF_ERROR(s);

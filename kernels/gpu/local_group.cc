@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "common/status_macros.h"
 #include "kernels/gpu/max_blocks.h"
@@ -28,11 +29,7 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
   QR_ASSIGN_OR_RETURN(int64_t ticks, gpu::WallClockTicksPerMs(0));
   g->ticks_per_ms_ = static_cast<uint64_t>(ticks);
   const TwoShotLayout layout = MakeTwoShotLayout(max_blocks);
-  g->buffers_.assign(world_size, nullptr);
-  g->colours_.assign(world_size, nullptr);
-  g->error_host_.assign(world_size, nullptr);
-  g->error_dev_.assign(world_size, nullptr);
-  g->streams_.assign(world_size, nullptr);
+  const size_t state_bytes = TwoShotStateWords(max_blocks) * 4;
   for (int r = 0; r < world_size; ++r) {
     const int device = g->device(r);
     QR_RETURN_IF_ERROR(gpu::SetDevice(device));
@@ -45,16 +42,19 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
       }
       QR_RETURN_IF_ERROR(gpu::EnablePeerAccess(peer));
     }
-    QR_ASSIGN_OR_RETURN(g->buffers_[r], gpu::MallocShared(layout.total));
-    QR_RETURN_IF_ERROR(gpu::Memset(g->buffers_[r], 0, layout.total));
-    const size_t state_bytes = TwoShotStateWords(max_blocks) * 4;
-    QR_ASSIGN_OR_RETURN(g->colours_[r], gpu::Malloc(state_bytes));
-    QR_RETURN_IF_ERROR(gpu::Memset(g->colours_[r], 0, state_bytes));
-    QR_ASSIGN_OR_RETURN(g->error_host_[r], gpu::HostAllocMapped(4096, &g->error_dev_[r]));
-    QR_ASSIGN_OR_RETURN(g->streams_[r], gpu::StreamCreate());
+    QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, gpu::DeviceBuffer::MallocShared(layout.total));
+    QR_RETURN_IF_ERROR(gpu::Memset(buffer.get(), 0, layout.total));
+    g->buffers_.push_back(std::move(buffer));
+    QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer words, gpu::DeviceBuffer::Malloc(state_bytes));
+    QR_RETURN_IF_ERROR(gpu::Memset(words.get(), 0, state_bytes));
+    g->state_words_.push_back(std::move(words));
+    QR_ASSIGN_OR_RETURN(gpu::MappedHostBuffer error, gpu::MappedHostBuffer::Create(4096));
+    g->errors_.push_back(std::move(error));
+    QR_ASSIGN_OR_RETURN(gpu::ScopedStream stream, gpu::ScopedStream::Create());
+    g->streams_.push_back(std::move(stream));
   }
   QR_RETURN_IF_ERROR(gpu::SetDevice(0));
-  QR_ASSIGN_OR_RETURN(g->abort_host_, gpu::HostAllocMapped(4096, &g->abort_dev_));
+  QR_ASSIGN_OR_RETURN(g->abort_, gpu::MappedHostBuffer::Create(4096));
   for (int d = 0; d < gpus; ++d) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(d));
     QR_RETURN_IF_ERROR(gpu::DeviceSynchronize());
@@ -62,39 +62,42 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(int world_size, int max
   return g;
 }
 
+// Kernels in flight read the peers' buffers and the abort word; they end on
+// their own (done, aborted or timed out) before the members free them.
 LocalGroup::~LocalGroup() {
-  for (int r = 0; r < world_size_; ++r) {
-    if (!gpu::SetDevice(device(r)).ok()) continue;
-    (void)gpu::DeviceSynchronize();
-    gpu::StreamDestroy(streams_[r]);
-    gpu::Free(buffers_[r]);
-    gpu::Free(colours_[r]);
-    gpu::HostFree(error_host_[r]);
+  for (int d = 0; d < gpus_; ++d) {
+    if (gpu::SetDevice(d).ok()) (void)gpu::DeviceSynchronize();
   }
-  gpu::HostFree(abort_host_);
 }
 
 size_t LocalGroup::buffer_bytes() const { return MakeTwoShotLayout(max_blocks_).total; }
 
+StatusOr<const std::vector<RankState>*> LocalGroup::States(uint64_t timeout_ms) {
+  auto it = states_.find(timeout_ms);
+  if (it != states_.end()) return &it->second;
+  std::vector<RankState> states;
+  for (int rank = 0; rank < world_size_; ++rank) {
+    RankConfig c;
+    c.rank = rank;
+    c.world_size = world_size_;
+    for (int r = 0; r < world_size_; ++r) c.buffers[r] = buffers_[r].get();
+    c.max_blocks = max_blocks_;
+    c.state_words = state_words_[rank].as<uint32_t>();
+    c.abort_word = static_cast<const uint32_t*>(abort_.device());
+    c.error_word = static_cast<uint32_t*>(errors_[rank].device());
+    c.timeout_ticks = timeout_ms * ticks_per_ms_;
+    QR_ASSIGN_OR_RETURN(RankState s, RankState::Create(c));
+    states.push_back(std::move(s));
+  }
+  return &states_.emplace(timeout_ms, std::move(states)).first->second;
+}
+
 Status LocalGroup::Launch(int rank, const LocalCall& call, const void* in, void* out) {
+  QR_ASSIGN_OR_RETURN(const std::vector<RankState>* states, States(call.timeout_ms));
   QR_RETURN_IF_ERROR(gpu::SetDevice(device(rank)));
-  TwoShotArgs a;
-  a.in = in;
-  a.out = out;
-  a.count = call.count;
-  a.format = call.format;
-  a.codec = call.codec;
-  a.rank = rank;
-  a.world_size = world_size_;
-  for (int r = 0; r < world_size_; ++r) a.buffers[r] = buffers_[r];
-  a.max_blocks = max_blocks_;
-  a.colours = static_cast<uint32_t*>(colours_[rank]);
-  a.abort_word = static_cast<const uint32_t*>(abort_dev_);
-  a.error_word = static_cast<uint32_t*>(error_dev_[rank]);
-  a.timeout_ticks = call.timeout_ms * ticks_per_ms_;
-  a.stream = streams_[rank];
-  a.one_shot = call.one_shot;
-  return LaunchAllReduce(a);
+  const Algorithm algorithm = call.one_shot ? Algorithm::kOneShot : Algorithm::kTwoShot;
+  return (*states)[rank].Launch({in, out, call.count, call.format, call.codec, algorithm},
+                                streams_[rank].get());
 }
 
 Status LocalGroup::LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,
@@ -106,17 +109,17 @@ Status LocalGroup::LaunchAll(const LocalCall& call, const std::vector<const void
 Status LocalGroup::Synchronize() {
   for (int r = 0; r < world_size_; ++r) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(device(r)));
-    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams_[r]));
+    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams_[r].get()));
   }
   return OkStatus();
 }
 
 void LocalGroup::RaiseAbort() {
-  reinterpret_cast<std::atomic<uint32_t>*>(abort_host_)->store(1, std::memory_order_seq_cst);
+  reinterpret_cast<std::atomic<uint32_t>*>(abort_.host())->store(1, std::memory_order_seq_cst);
 }
 
 uint32_t LocalGroup::error(int rank) const {
-  return reinterpret_cast<const std::atomic<uint32_t>*>(error_host_[rank])
+  return reinterpret_cast<const std::atomic<uint32_t>*>(errors_[rank].host())
       ->load(std::memory_order_acquire);
 }
 

@@ -1,8 +1,9 @@
 // LocalGroup: all ranks of a two-shot group driven from ONE process, one GPU
 // per rank (or, for kernel-logic tests only, several ranks sharing a GPU),
 // with peer access instead of IPC handles. For GPU tests and
-// qr-bench: it needs neither the broker nor the client library, yet runs the
-// very kernels the GPU backend launches (LaunchAllReduce).
+// qr-bench: it needs neither the broker nor the client library, yet launches
+// the very kernels the GPU backend does, through one RankState per rank
+// (kernels/gpu/rank_state.h).
 //
 //   QR_ASSIGN_OR_RETURN(auto g, LocalGroup::Create(2));
 //   QR_RETURN_IF_ERROR(g->LaunchAll(call, ins, outs));   // enqueue on every rank
@@ -13,11 +14,14 @@
 #define QR_KERNELS_GPU_LOCAL_GROUP_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/two_shot.h"
+#include "kernels/platform/gpu_api.h"
 
 namespace qr::kernels {
 
@@ -26,7 +30,7 @@ struct LocalCall {
   Codec codec = Codec::kFp;
   size_t count = 0;             // elements per rank
   uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
-  bool one_shot = false;        // TwoShotArgs::one_shot
+  bool one_shot = false;        // AllReduceRequest::algorithm is kOneShot
 };
 
 class LocalGroup {
@@ -52,7 +56,7 @@ class LocalGroup {
   int world_size() const { return world_size_; }
   int max_blocks() const { return max_blocks_; }
   int device(int rank) const { return rank % gpus_; }
-  void* stream(int rank) const { return streams_[rank]; }
+  void* stream(int rank) const { return streams_[rank].get(); }
   size_t buffer_bytes() const;
 
   // Enqueues one all-reduce for `rank` only (on its device and stream).
@@ -70,18 +74,20 @@ class LocalGroup {
 
  private:
   LocalGroup() = default;
+  // Every rank's RankState for kernels that wait at most timeout_ms, built
+  // on the first call with that timeout.
+  StatusOr<const std::vector<RankState>*> States(uint64_t timeout_ms);
 
   int world_size_ = 0;
   int gpus_ = 0;
   int max_blocks_ = 0;
   uint64_t ticks_per_ms_ = 0;
-  std::vector<void*> buffers_;     // device r's receive buffer
-  std::vector<void*> colours_;     // device r's colours
-  std::vector<void*> error_host_;  // pinned mapped words
-  std::vector<void*> error_dev_;
-  std::vector<void*> streams_;
-  void* abort_host_ = nullptr;
-  void* abort_dev_ = nullptr;
+  std::vector<gpu::DeviceBuffer> buffers_;  // rank r's receive buffer, on device(r)
+  std::vector<gpu::DeviceBuffer> state_words_;
+  std::vector<gpu::MappedHostBuffer> errors_;  // pinned mapped words
+  std::vector<gpu::ScopedStream> streams_;
+  gpu::MappedHostBuffer abort_;
+  std::map<uint64_t, std::vector<RankState>> states_;  // by timeout_ms
 };
 
 }  // namespace qr::kernels

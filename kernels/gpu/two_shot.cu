@@ -1,15 +1,8 @@
 #include <hip/hip_runtime.h>
 
-#include <map>
-#include <mutex>
-#include <string>
-#include <utility>
-
-#include "common/status_macros.h"
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
-#include "kernels/platform/gpu_status.h"
 
 namespace qr::kernels {
 namespace gpu {
@@ -207,6 +200,11 @@ KernelFn PickKernel(WorkFormat elem, int ws, Codec codec) {
 }
 
 }  // namespace
+
+KernelFn TwoShotKernelFor(WorkFormat elem, int ws, Codec codec) {
+  return PickKernel(elem, ws, codec);
+}
+
 }  // namespace gpu
 
 TwoShotLayout MakeTwoShotLayout(int max_blocks) {
@@ -231,119 +229,11 @@ int TwoShotGrid(size_t bytes, int max_blocks) {
   return static_cast<int>(tiles < static_cast<size_t>(max_blocks) ? tiles : max_blocks);
 }
 
-namespace {
-
-struct Residency {
-  int per_sm = 0;  // blocks of the kernel resident at once per multiprocessor
-  int sms = 0;
-};
-
-// Cached: the answer depends only on the kernel and the device model.
-StatusOr<Residency> ResidentBlocks(gpu::KernelFn fn, int threads) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, Residency> cache;
-  int device = 0;
-  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(fn), device};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  Residency r;
-  QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(&r.per_sm, fn, threads, 0));
-  QR_GPU_RETURN_IF_ERROR(
-      hipDeviceGetAttribute(&r.sms, hipDeviceAttributeMultiprocessorCount, device));
-  if (r.per_sm <= 0) return InternalError("kernel cannot be resident on this device");
-  cache.emplace(key, r);
-  return r;
-}
-
-// Both algorithms take the same arguments and the same per-rank state.
-Status Launch(const TwoShotArgs& a, bool one_shot) {
-  const size_t bytes = a.count * 2;
-  QR_RETURN_IF_ERROR(ValidateWorldSize(a.world_size));
-  if (a.rank < 0 || a.rank >= a.world_size) {
-    return InvalidArgumentError("rank " + std::to_string(a.rank) + " out of range");
-  }
-  if (!one_shot && !CodecRunsAtWorldSize(a.codec, a.world_size)) {
-    return InvalidArgumentError("INT3 needs world size 2");
-  }
-  if (!IsWholeMessageUnits(bytes)) {
-    return InvalidArgumentError("message bytes must be a multiple of 16");
-  }
-  if (one_shot && bytes > static_cast<size_t>(OneShotMaxBytes(a.world_size))) {
-    return InvalidArgumentError(
-        "one-shot takes at most " + std::to_string(OneShotMaxBytes(a.world_size)) +
-        " bytes at world size " + std::to_string(a.world_size) + ", got " + std::to_string(bytes));
-  }
-  if (a.count == 0) return OkStatus();
-  if (a.in == nullptr || a.out == nullptr || a.colours == nullptr || a.error_word == nullptr) {
-    return InvalidArgumentError("null pointer argument");
-  }
-  if (a.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
-  const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
-  if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
-  gpu::KernelFn fn = one_shot ? gpu::OneShotKernelFor(a.format, a.world_size)
-                              : gpu::PickKernel(a.format, a.world_size, a.codec);
-  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
-
-  const TwoShotLayout l = MakeTwoShotLayout(a.max_blocks);
-  gpu::KernelParams p{};
-  p.in = static_cast<const char*>(a.in);
-  p.out = static_cast<char*>(a.out);
-  p.bytes = bytes;
-  p.rank = a.rank;
-  p.num_tiles = static_cast<int>(tiles);
-  for (int r = 0; r < a.world_size; ++r) {
-    if (a.buffers[r] == nullptr) return InvalidArgumentError("missing receive buffer of a rank");
-    p.buffers[r] = static_cast<char*>(a.buffers[r]);
-  }
-  p.flags1 = l.flags1;
-  p.flags2 = l.flags2;
-  p.data1 = l.data1;
-  p.data2 = l.data2;
-  p.colours = a.colours;
-  p.dev_error = a.colours + a.max_blocks;
-  p.oneshot = l.oneshot;
-  p.oneshot_counter = a.colours + a.max_blocks + 1;
-  p.oneshot_blocks = gpu::OneShotStrideBlocks(a.max_blocks, a.world_size);
-  p.abort_word = a.abort_word;
-  p.error_word = a.error_word;
-  p.timeout_ticks = a.timeout_ticks;
-  const int threads = one_shot ? gpu::kOneShotThreads : kTwoShotThreads;
-  // Every rank runs the same binary on the same GPU model (the broker checks
-  // the layout, which follows the multiprocessor count), so the clamp gives
-  // every rank the same grid.
-  QR_ASSIGN_OR_RETURN(const Residency res, ResidentBlocks(fn, threads));
-  int per_sm = res.per_sm;
-  // FP is data movement and two blocks per multiprocessor already fill the
-  // link; more flood it, up to 10x slower (docs/performance.md,
-  // "Measurements behind the kernels' choices"). The integer codecs compute
-  // and gain from every resident block.
-  if (!one_shot && a.codec == Codec::kFp && per_sm > kTwoShotFpBlocksPerSm) {
-    per_sm = kTwoShotFpBlocksPerSm;
-  }
-  const int cap = per_sm * res.sms < a.max_blocks ? per_sm * res.sms : a.max_blocks;
-  const int grid =
-      one_shot ? gpu::OneShotGrid(bytes, a.max_blocks, a.world_size) : TwoShotGrid(bytes, cap);
-  // One-shot blocks own fixed rows (one_shot.cu), so its grid cannot be cut
-  // to what is resident; a kernel that fits the layout's blocks always is.
-  if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
-  hipLaunchKernelGGL(fn, dim3(grid), dim3(threads), 0, static_cast<hipStream_t>(a.stream), p);
-  QR_GPU_RETURN_IF_ERROR(hipGetLastError());
-  return OkStatus();
-}
-
-}  // namespace
-
 const char* TwoShotTimingVariant() {
   if (gpu::kVariantSkipsWaits && gpu::kVariantSkipsFences) return "bare";
   if (gpu::kVariantSkipsWaits) return "no_waits";
   if (gpu::kVariantSkipsFences) return "no_fences";
   return "";
 }
-
-Status LaunchTwoShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/false); }
-Status LaunchOneShot(const TwoShotArgs& a) { return Launch(a, /*one_shot=*/true); }
-Status LaunchAllReduce(const TwoShotArgs& a) { return Launch(a, a.one_shot); }
 
 }  // namespace qr::kernels

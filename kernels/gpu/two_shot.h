@@ -1,25 +1,20 @@
-// The two-shot all-reduce on GPUs: host-side launch API (no HIP types).
+// The all-reduce kernels on GPUs: their tuning constants, buffer layout and
+// grid, for host code (no HIP types). kernels/gpu/rank_state.h launches them.
 //
 // Each rank owns one receive buffer (MallocShared, shared with peers through
 // IPC) laid out by TwoShotLayout: two flag arrays and two data phases, each a
 // fixed array of per-block slots. Offsets depend only on max_blocks, never on
 // the message size, so consecutive calls of different sizes never alias (the
-// vLLM TP4/TP8 hang). Per-block colours live in device memory (`colours`) and
-// are advanced by the kernel, so a captured graph can be replayed any number
-// of times.
-//
-// One LaunchTwoShot = one kernel launch on `stream`, valid inside stream
-// capture. Every rank must issue the same sequence of calls (same sizes,
-// codecs and grid caps), as with any collective.
+// vLLM TP4/TP8 hang). Per-block colours live in device memory (the state
+// words) and are advanced by the kernel, so a captured graph can be replayed
+// any number of times.
 #ifndef QR_KERNELS_GPU_TWO_SHOT_H_
 #define QR_KERNELS_GPU_TWO_SHOT_H_
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
 #include "common/limits.h"
-#include "common/status.h"
 #include "kernels/codec_layout.h"
 #include "kernels/geometry.h"
 #include "kernels/types.h"
@@ -77,37 +72,6 @@ constexpr size_t TwoShotStateWords(int max_blocks) {
 
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);
-
-struct TwoShotArgs {
-  const void* in = nullptr;  // device pointers; in == out allowed
-  void* out = nullptr;
-  size_t count = 0;  // elements; count * 2 whole kMessageAlignBytes
-  WorkFormat format = WorkFormat::kFp16;
-  Codec codec = Codec::kFp;
-  int rank = 0;
-  int world_size = 0;  // IsSupportedWorldSize; CodecRunsAtWorldSize
-  // Every rank's receive buffer as addressed from this device (own included).
-  std::array<void*, kMaxWorldSize> buffers{};
-  int max_blocks = 0;  // the layout's; grid <= max_blocks
-  // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
-  // per-block colours, then this rank's device-side copy of the error word.
-  uint32_t* colours = nullptr;
-  const uint32_t* abort_word = nullptr;  // device-visible; non-zero = give up (may be null)
-  uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
-  uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
-  void* stream = nullptr;                // hipStream_t
-  // One-shot instead of two-shot: the codec is ignored (values travel
-  // exactly) and count * 2 <= OneShotMaxBytes(world_size).
-  bool one_shot = false;
-};
-
-// Validates and launches. kInvalidArgument for bad arguments (null, odd size,
-// INT3 with world size != 2, ...), kInternal on a launch error.
-[[nodiscard]] Status LaunchTwoShot(const TwoShotArgs& args);
-// The same for the one-shot kernel (kernels/gpu/one_shot.cu).
-[[nodiscard]] Status LaunchOneShot(const TwoShotArgs& args);
-// LaunchOneShot when args.one_shot, else LaunchTwoShot.
-[[nodiscard]] Status LaunchAllReduce(const TwoShotArgs& args);
 
 // "" for the real kernels; else the timing variant this binary was built as
 // ("no_waits", "no_fences", "bare": `--define qr_two_shot_variant=...`),

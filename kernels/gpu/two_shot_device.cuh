@@ -1,6 +1,6 @@
 // Device side of the all-reduce kernels: the two-shot kernel's parameters,
 // waits and codec interface, shared with the one-shot kernel. Included by
-// two_shot.cu and one_shot.cu only.
+// two_shot.cu, one_shot.cu and rank_state.cu (the launches) only.
 //
 // Work decomposition. A block of kTwoShotThreads threads processes one tile
 // of kTileBytes per iteration; thread t holds atom i (16 bytes) at tile
@@ -69,6 +69,9 @@ struct KernelParams {
 
 using KernelFn = void (*)(KernelParams);
 
+// The two-shot kernel for (elem, ws, codec) (two_shot.cu); nullptr if
+// unsupported.
+KernelFn TwoShotKernelFor(WorkFormat elem, int ws, Codec codec);
 // The one-shot kernel for (elem, ws) (one_shot.cu); nullptr if unsupported.
 KernelFn OneShotKernelFor(WorkFormat elem, int ws);
 // The one-shot kernel's fixed row stride: the rows (kOneShotThreads atoms)

@@ -1,9 +1,8 @@
 #include <hip/hip_runtime.h>
 
-#include <memory>
-
 #include "common/status_macros.h"
 #include "kernels/gpu/packed_codec.cuh"
+#include "kernels/platform/gpu_api.h"
 #include "kernels/platform/gpu_status.h"
 #include "tests/gpu/packed_codec_kernels.h"
 
@@ -30,18 +29,9 @@ __global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a
   }
 }
 
-struct HipFree {
-  void operator()(uint32_t* p) const { (void)hipFree(p); }
-};
-using DeviceWords = std::unique_ptr<uint32_t, HipFree>;
-
-StatusOr<DeviceWords> Upload(const uint32_t* host, size_t n) {
-  uint32_t* p = nullptr;
-  QR_GPU_RETURN_IF_ERROR(hipMalloc(&p, n * sizeof(uint32_t)));
-  DeviceWords words(p);
-  if (host != nullptr) {
-    QR_GPU_RETURN_IF_ERROR(hipMemcpy(p, host, n * sizeof(uint32_t), hipMemcpyHostToDevice));
-  }
+StatusOr<gpu::DeviceBuffer> Upload(const uint32_t* host, size_t n) {
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer words, gpu::DeviceBuffer::Malloc(n * sizeof(uint32_t)));
+  if (host != nullptr) QR_RETURN_IF_ERROR(gpu::Memcpy(words.get(), host, words.bytes()));
   return words;
 }
 
@@ -50,15 +40,15 @@ StatusOr<DeviceWords> Upload(const uint32_t* host, size_t n) {
 Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b, const uint32_t* c,
                    uint32_t* out, size_t n) {
   if (n == 0) return OkStatus();
-  QR_ASSIGN_OR_RETURN(DeviceWords da, Upload(a, n));
-  QR_ASSIGN_OR_RETURN(DeviceWords db, Upload(b, n));
-  QR_ASSIGN_OR_RETURN(DeviceWords dc, Upload(c != nullptr ? c : a, n));
-  QR_ASSIGN_OR_RETURN(DeviceWords dout, Upload(nullptr, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer da, Upload(a, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer db, Upload(b, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dc, Upload(c != nullptr ? c : a, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, Upload(nullptr, n));
   hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op,
-                     kernels::gpu::PackedConstantsFor(bits), da.get(), db.get(), dc.get(),
-                     dout.get(), n);
+                     kernels::gpu::PackedConstantsFor(bits), da.as<const uint32_t>(),
+                     db.as<const uint32_t>(), dc.as<const uint32_t>(), dout.as<uint32_t>(), n);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());
-  QR_GPU_RETURN_IF_ERROR(hipMemcpy(out, dout.get(), n * sizeof(uint32_t), hipMemcpyDeviceToHost));
+  QR_RETURN_IF_ERROR(gpu::Memcpy(out, dout.get(), dout.bytes()));
   return OkStatus();
 }
 

@@ -544,20 +544,23 @@ TEST_F(TwoShotLocalTest, BoundedWaitTimesOutAndSetsErrorWord) {
   EXPECT_EQ(group_->error(0), kGpuErrorTimeout);
 }
 
+// Checked before the GPU is touched (kernels/gpu/rank_state_test.cc has the
+// rest), also with a GPU present and under compute-sanitizer.
 TEST_F(TwoShotLocalTest, RejectsBadArguments) {
-  TwoShotArgs a;
-  a.world_size = 3;
-  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
-  a.world_size = 4;
-  a.codec = Codec::kInt3;
-  a.count = 8;
-  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
-  a.codec = Codec::kFp;
-  a.count = 7;
-  EXPECT_THAT(LaunchTwoShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
-  a.world_size = 2;
-  a.count = kOneShotRegionBytes / 2 / 2 + 8;  // one atom more than one-shot holds
-  EXPECT_THAT(LaunchOneShot(a), ::qr::testing::StatusIs(StatusCode::kInvalidArgument));
+  auto buf = Alloc(*group_, 1 << 16);
+  ASSERT_NE(buf, nullptr);
+  using ::qr::testing::StatusIs;
+  const LocalCall odd{WorkFormat::kFp16, Codec::kFp, 7};  // 14 bytes
+  EXPECT_THAT(group_->Launch(0, odd, buf->in[0], buf->out[0]),
+              StatusIs(StatusCode::kInvalidArgument));
+  const LocalCall fine{WorkFormat::kFp16, Codec::kInt3, 8};
+  EXPECT_THAT(group_->Launch(0, fine, nullptr, buf->out[0]),
+              StatusIs(StatusCode::kInvalidArgument));
+  // One atom more than one-shot holds.
+  const LocalCall big{WorkFormat::kFp16, Codec::kFp, kOneShotRegionBytes / 2 / 2 + 8, 10000, true};
+  EXPECT_THAT(group_->Launch(0, big, buf->in[0], buf->out[0]),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(group_->error(0), kGpuErrorNone);
 }
 
 }  // namespace

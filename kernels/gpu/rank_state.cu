@@ -1,0 +1,190 @@
+// RankState (rank_state.h): the join-time validation and parameter template,
+// and the per-call path (validate the request, fill in its buffers, size the
+// grid, launch). One function per decision, so that a new kernel parameter or
+// grid rule touches one place.
+#include <hip/hip_runtime.h>
+
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "kernels/gpu/rank_state.h"
+#include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/gpu_status.h"
+
+namespace qr::kernels {
+namespace {
+
+// One cached grid cap per kernel a rank can launch: the one-shot kernel of
+// each work format, then the two-shot kernel of each (format, codec).
+constexpr int kKernelSlots = kNumWorkFormats + kNumWorkFormats * kNumCodecs;
+
+Status ValidateConfig(const RankConfig& c) {
+  QR_RETURN_IF_ERROR(ValidateWorldSize(c.world_size));
+  if (c.rank < 0 || c.rank >= c.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(c.rank) + " out of range");
+  }
+  if (c.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
+  if (c.state_words == nullptr || c.error_word == nullptr) {
+    return InvalidArgumentError("null pointer argument");
+  }
+  for (int r = 0; r < c.world_size; ++r) {
+    if (c.buffers[r] == nullptr) return InvalidArgumentError("missing receive buffer of a rank");
+  }
+  return OkStatus();
+}
+
+// Everything but the call's own fields (in, out, bytes, num_tiles). The state
+// words are laid out as TwoShotStateWords describes.
+gpu::KernelParams ParamsTemplate(const RankConfig& c, const TwoShotLayout& l) {
+  gpu::KernelParams p{};
+  p.rank = c.rank;
+  for (int r = 0; r < c.world_size; ++r) p.buffers[r] = static_cast<char*>(c.buffers[r]);
+  p.flags1 = l.flags1;
+  p.flags2 = l.flags2;
+  p.data1 = l.data1;
+  p.data2 = l.data2;
+  p.colours = c.state_words;
+  p.dev_error = c.state_words + c.max_blocks;
+  p.oneshot = l.oneshot;
+  p.oneshot_counter = c.state_words + c.max_blocks + 1;
+  p.oneshot_blocks = gpu::OneShotStrideBlocks(c.max_blocks, c.world_size);
+  p.abort_word = c.abort_word;
+  p.error_word = c.error_word;
+  p.timeout_ticks = c.timeout_ticks;
+  return p;
+}
+
+bool IsOneShot(const AllReduceRequest& r) { return r.algorithm == Algorithm::kOneShot; }
+
+// count == 0 passes: there is nothing to launch.
+Status ValidateRequest(const AllReduceRequest& r, int world_size) {
+  const size_t bytes = r.count * 2;
+  const bool one_shot = IsOneShot(r);
+  if (!one_shot && !CodecRunsAtWorldSize(r.codec, world_size)) {
+    return InvalidArgumentError("INT3 needs world size 2");
+  }
+  if (!IsWholeMessageUnits(bytes)) {
+    return InvalidArgumentError("message bytes must be a multiple of 16");
+  }
+  if (one_shot && bytes > static_cast<size_t>(OneShotMaxBytes(world_size))) {
+    return InvalidArgumentError(
+        "one-shot takes at most " + std::to_string(OneShotMaxBytes(world_size)) +
+        " bytes at world size " + std::to_string(world_size) + ", got " + std::to_string(bytes));
+  }
+  if (r.count == 0) return OkStatus();
+  if (r.in == nullptr || r.out == nullptr) return InvalidArgumentError("null pointer argument");
+  const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
+  if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
+  return OkStatus();
+}
+
+// nullptr for a format or codec outside the enums.
+gpu::KernelFn KernelFor(const AllReduceRequest& r, int world_size) {
+  return IsOneShot(r) ? gpu::OneShotKernelFor(r.format, world_size)
+                      : gpu::TwoShotKernelFor(r.format, world_size, r.codec);
+}
+
+// Only for a request KernelFor has a kernel for (valid enum values).
+int KernelSlot(const AllReduceRequest& r) {
+  const int format = static_cast<int>(r.format);
+  if (IsOneShot(r)) return format;
+  return kNumWorkFormats + format * kNumCodecs + static_cast<int>(r.codec);
+}
+
+int ThreadsFor(const AllReduceRequest& r) {
+  return IsOneShot(r) ? gpu::kOneShotThreads : kTwoShotThreads;
+}
+
+// Blocks of `fn` that stay resident at once on the current device, at most
+// max_blocks. Every rank runs the same binary on the same GPU model (the
+// broker checks the layout, which follows the multiprocessor count), so the
+// cap is the same on every rank.
+StatusOr<int> ResidentGridCap(const AllReduceRequest& r, gpu::KernelFn fn, int max_blocks) {
+  int device = 0;
+  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
+  int per_sm = 0;
+  int sms = 0;
+  QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, reinterpret_cast<const void*>(fn), ThreadsFor(r), 0));
+  QR_GPU_RETURN_IF_ERROR(
+      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+  if (per_sm <= 0) return InternalError("kernel cannot be resident on this device");
+  // FP is data movement and two blocks per multiprocessor already fill the
+  // link; more flood it, up to 10x slower (docs/performance.md,
+  // "Measurements behind the kernels' choices"). The integer codecs compute
+  // and gain from every resident block.
+  if (!IsOneShot(r) && r.codec == Codec::kFp && per_sm > kTwoShotFpBlocksPerSm) {
+    per_sm = kTwoShotFpBlocksPerSm;
+  }
+  return per_sm * sms < max_blocks ? per_sm * sms : max_blocks;
+}
+
+// One-shot blocks own fixed rows (one_shot.cu), so its grid follows the
+// layout's blocks and cannot be cut to what is resident; a kernel that fits
+// the layout's blocks always is.
+StatusOr<int> GridFor(const AllReduceRequest& r, size_t bytes, int cap, int max_blocks,
+                      int world_size) {
+  if (!IsOneShot(r)) return TwoShotGrid(bytes, cap);
+  const int grid = gpu::OneShotGrid(bytes, max_blocks, world_size);
+  if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
+  return grid;
+}
+
+}  // namespace
+
+struct RankState::Impl {
+  RankConfig config;
+  TwoShotLayout layout;
+  gpu::KernelParams params;  // the template every launch copies
+  // ResidentGridCap per KernelSlot, 0 until the first launch of that kernel.
+  // Racing first launches compute the same value.
+  mutable std::atomic<int> grid_cap[kKernelSlots] = {};
+};
+
+RankState::RankState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RankState::RankState(RankState&&) noexcept = default;
+RankState& RankState::operator=(RankState&&) noexcept = default;
+RankState::~RankState() = default;
+
+StatusOr<RankState> RankState::Create(const RankConfig& config) {
+  QR_RETURN_IF_ERROR(ValidateConfig(config));
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->layout = MakeTwoShotLayout(config.max_blocks);
+  impl->params = ParamsTemplate(config, impl->layout);
+  return RankState(std::move(impl));
+}
+
+int RankState::rank() const { return impl_->config.rank; }
+int RankState::world_size() const { return impl_->config.world_size; }
+int RankState::max_blocks() const { return impl_->config.max_blocks; }
+const TwoShotLayout& RankState::layout() const { return impl_->layout; }
+
+Status RankState::Launch(const AllReduceRequest& request, ::qr::gpu::Stream stream) const {
+  const int ws = impl_->config.world_size;
+  QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
+  if (request.count == 0) return OkStatus();
+  const gpu::KernelFn fn = KernelFor(request, ws);
+  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
+  std::atomic<int>& cached = impl_->grid_cap[KernelSlot(request)];
+  int cap = cached.load(std::memory_order_relaxed);
+  if (cap == 0) {
+    QR_ASSIGN_OR_RETURN(cap, ResidentGridCap(request, fn, impl_->config.max_blocks));
+    cached.store(cap, std::memory_order_relaxed);
+  }
+  const size_t bytes = request.count * 2;
+  gpu::KernelParams p = impl_->params;
+  p.in = static_cast<const char*>(request.in);
+  p.out = static_cast<char*>(request.out);
+  p.bytes = bytes;
+  p.num_tiles = static_cast<int>((bytes + kTileBytes - 1) / kTileBytes);
+  QR_ASSIGN_OR_RETURN(const int grid, GridFor(request, bytes, cap, impl_->config.max_blocks, ws));
+  hipLaunchKernelGGL(fn, dim3(grid), dim3(ThreadsFor(request)), 0, static_cast<hipStream_t>(stream),
+                     p);
+  QR_GPU_RETURN_IF_ERROR(hipGetLastError());
+  return OkStatus();
+}
+
+}  // namespace qr::kernels

@@ -1,0 +1,127 @@
+// RankState's validation of its join-time configuration and of each request,
+// all of which happens before the GPU is touched (no GPU needed; runs in CI).
+// The addresses below are never dereferenced: every case stops at a check or
+// has nothing to launch.
+#include "kernels/gpu/rank_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kernels/geometry.h"
+#include "kernels/gpu/two_shot.h"
+#include "kernels/types.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr::kernels {
+namespace {
+
+using ::qr::testing::StatusIs;
+using ::testing::HasSubstr;
+
+uint32_t words[TwoShotStateWords(64)];
+uint32_t error_word;
+char buffers[kMaxWorldSize][16];
+
+RankConfig Config(int world_size, int rank = 0) {
+  RankConfig c;
+  c.rank = rank;
+  c.world_size = world_size;
+  for (int r = 0; r < world_size; ++r) c.buffers[r] = buffers[r];
+  c.max_blocks = 64;
+  c.state_words = words;
+  c.error_word = &error_word;
+  return c;
+}
+
+AllReduceRequest Request(size_t count, Codec codec = Codec::kFp,
+                         Algorithm algorithm = Algorithm::kTwoShot) {
+  AllReduceRequest r;
+  r.count = count;
+  r.codec = codec;
+  r.algorithm = algorithm;
+  return r;
+}
+
+Status CreateStatus(const RankConfig& c) { return RankState::Create(c).status(); }
+
+TEST(RankStateTest, CreateRejectsBadConfigurations) {
+  EXPECT_THAT(CreateStatus(Config(3)), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(CreateStatus(Config(2, 2)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("rank 2 out of range")));
+  EXPECT_THAT(CreateStatus(Config(2, -1)), StatusIs(StatusCode::kInvalidArgument));
+  RankConfig c = Config(4);
+  c.buffers[3] = nullptr;
+  EXPECT_THAT(CreateStatus(c),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("missing receive buffer")));
+  c = Config(2);
+  c.max_blocks = 0;
+  EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_blocks")));
+  c = Config(2);
+  c.state_words = nullptr;
+  EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")));
+  c = Config(2);
+  c.error_word = nullptr;
+  EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")));
+  // The abort word is optional.
+  EXPECT_OK(CreateStatus(Config(8, 7)));
+}
+
+TEST(RankStateTest, LayoutFollowsTheGridCap) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2, 1)));
+  EXPECT_EQ(s.rank(), 1);
+  EXPECT_EQ(s.world_size(), 2);
+  EXPECT_EQ(s.max_blocks(), 64);
+  EXPECT_EQ(s.layout().total, MakeTwoShotLayout(64).total);
+  EXPECT_EQ(s.layout().oneshot, MakeTwoShotLayout(64).oneshot);
+}
+
+TEST(RankStateTest, LaunchRejectsBadRequestsBeforeTouchingTheGpu) {
+  ASSERT_OK_AND_ASSIGN(RankState s2, RankState::Create(Config(2)));
+  ASSERT_OK_AND_ASSIGN(RankState s4, RankState::Create(Config(4)));
+  EXPECT_THAT(s4.Launch(Request(8, Codec::kInt3), nullptr),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("INT3 needs world size 2")));
+  EXPECT_THAT(s2.Launch(Request(7), nullptr),  // 14 bytes
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
+  EXPECT_THAT(s2.Launch(Request(8), nullptr),  // null in and out
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")));
+  AllReduceRequest r = Request(8);
+  r.in = buffers[0];
+  r.out = buffers[1];
+  r.format = static_cast<WorkFormat>(7);
+  EXPECT_THAT(s2.Launch(r, nullptr),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("unsupported dtype")));
+  EXPECT_OK(s2.Launch(Request(0), nullptr));  // nothing to do
+}
+
+TEST(RankStateTest, OneShotRejectsWhatDoesNotFit) {
+  for (int ws : {2, 4, 8}) {
+    ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(ws)));
+    // One 16-byte atom more than a source's share of the region.
+    const size_t share = kOneShotRegionBytes / ws / 2;
+    EXPECT_THAT(s.Launch(Request(share + 8, Codec::kFp, Algorithm::kOneShot), nullptr),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("one-shot takes at most")))
+        << ws;
+    // Exactly the share: past the size check, stopped by the null buffers.
+    EXPECT_THAT(s.Launch(Request(share, Codec::kFp, Algorithm::kOneShot), nullptr),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")))
+        << ws;
+    EXPECT_TRUE(s.Launch(Request(0, Codec::kFp, Algorithm::kOneShot), nullptr).ok()) << ws;
+  }
+}
+
+TEST(RankStateTest, OneShotIgnoresTheCodec) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(4)));
+  // Two-shot refuses INT3 at world size 4; one-shot moves exact values.
+  EXPECT_OK(s.Launch(Request(0, Codec::kInt3, Algorithm::kOneShot), nullptr));
+  EXPECT_THAT(s.Launch(Request(0, Codec::kInt3), nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(RankStateTest, MovedStateStillLaunches) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2)));
+  RankState moved(std::move(s));
+  EXPECT_EQ(moved.world_size(), 2);
+  EXPECT_THAT(moved.Launch(Request(7), nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace qr::kernels
