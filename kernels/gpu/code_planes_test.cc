@@ -1,6 +1,6 @@
-// The bit shuffles of code_planes.h against the planes written one code at a
-// time (the layout of kernels/codec.h): exhaustively where the input space
-// allows, else over random and extreme codes.
+// The bit shuffles of code_planes.h against the planes of wire layout v2
+// (docs/codecs.md section 2) written one code at a time: exhaustively where
+// the input space allows, else over random and extreme codes.
 #include "kernels/gpu/code_planes.h"
 
 #include <gtest/gtest.h>
@@ -14,53 +14,41 @@ namespace {
 
 using Codes = std::array<uint32_t, 8>;
 
-// The planes of an atom, one code at a time.
+// The planes of an atom, one code at a time, as the layout states them: code
+// j = 2m + p (p = 0 even, 1 odd) of the atom.
 CodePlanes Reference(Codec codec, const Codes& u) {
-  CodePlanes p;
+  CodePlanes planes;
   for (int j = 0; j < 8; ++j) {
+    const int m = j / 2, p = j % 2;
     if (codec == Codec::kInt4) {
-      p.lo |= u[j] << (4 * j);
+      planes.lo |= u[j] << (16 * p + 4 * m);
     } else if (codec == Codec::kInt6) {
-      p.lo |= (u[j] & 15u) << (4 * j);
-      p.hi |= (u[j] >> 4) << (2 * j);
+      planes.lo |= (u[j] & 15u) << (16 * p + 4 * m);
+      planes.hi |= (u[j] >> 4) << (8 * p + 2 * m);
     } else {
-      p.lo |= (u[j] & 3u) << (2 * j);
-      p.hi |= (u[j] >> 2) << j;
+      planes.lo |= (u[j] & 3u) << (8 * p + 2 * m);
+      planes.hi |= (u[j] >> 2) << (4 * p + m);
     }
   }
-  return p;
-}
-
-uint32_t Bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  return a | (b << 8) | (c << 16) | (d << 24);
+  return planes;
 }
 
 template <Codec kCodec>
 void ExpectRoundTrip(const Codes& u) {
-  const uint32_t even = Bytes(u[0], u[2], u[4], u[6]);
-  const uint32_t odd = Bytes(u[1], u[3], u[5], u[7]);
+  uint32_t pairs[4];
+  for (int m = 0; m < 4; ++m) pairs[m] = u[2 * m] | (u[2 * m + 1] << 16);
   const CodePlanes want = Reference(kCodec, u);
-  const CodePlanes got = CodeBytesToPlanes<kCodec>(even, odd);
+  const CodePlanes got = PairsToPlanes<kCodec>(pairs);
   ASSERT_EQ(got.lo, want.lo) << u[0] << " " << u[1] << " " << u[7];
   ASSERT_EQ(got.hi, want.hi) << u[0] << " " << u[1] << " " << u[7];
-  uint32_t back_even = 0, back_odd = 0;
-  PlanesToCodeBytes<kCodec>(want.lo, want.hi, back_even, back_odd);
-  ASSERT_EQ(back_even, even);
-  ASSERT_EQ(back_odd, odd);
+  const CodePlanes spread = SpreadPlanes<kCodec>(want);
+  for (int m = 0; m < 4; ++m) ASSERT_EQ(PairOf<kCodec>(spread, m), pairs[m]) << m;
 }
 
-TEST(CodePlanesTest, HelpersOverTheirWholeInputs) {
+TEST(CodePlanesTest, ByteMovesOverTheirWholeInputs) {
   for (uint32_t x = 0; x < (1u << 16); ++x) {
-    const uint32_t bytes = NibblesToBytes(x);
-    for (int k = 0; k < 4; ++k) ASSERT_EQ((bytes >> (8 * k)) & 0xFFu, (x >> (4 * k)) & 15u);
-    ASSERT_EQ(BytesToNibbles(bytes), x);
-  }
-  for (uint32_t x = 0; x < 256; ++x) {
-    const uint32_t spread = EvenBitsToByteBit2(x);
-    uint32_t want = 0;
-    for (int k = 0; k < 4; ++k) want |= ((x >> (2 * k)) & 1u) << (8 * k + 2);
-    ASSERT_EQ(spread, want) << x;
-    ASSERT_EQ(ByteBit0ToEvenBits(spread >> 2), x & 0x55u) << x;
+    ASSERT_EQ(Bytes02To01(Bytes01To02(x)), x);
+    ASSERT_EQ(Bytes01To02(x), (x & 0xFFu) | ((x >> 8) << 16));
   }
 }
 
