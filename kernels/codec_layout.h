@@ -121,6 +121,70 @@ static_assert(HighPlaneOffset(Codec::kInt6) == 1024 && HighPlaneOffset(Codec::kI
                   ScaleOffset(Codec::kInt6) == 1536 && ScaleOffset(Codec::kInt3) == 768,
               "docs/codecs.md's plane offsets");
 
+// --- Shard layout v2 (issue 18, docs/codecs.md section 2): a shard of
+// ShardAtomRows(ws) atom rows holds, for the integer codecs, first every
+// thread's low-plane words (thread t's kA atoms contiguous), then every
+// thread's high-plane words, then the scale words (block b's kA rows
+// contiguous), each scale stored with kScaleWireFlag set. ---
+
+// Atom rows per two-shot tile (16384 values; kernels/geometry.h's kTileElems).
+inline constexpr int kTileAtomRowsPerTile = 8;
+
+// Set in every scale word on the wire (a reader masks it off): scale words
+// are positive fp16/fp32-derived values, +0 or the canonical NaN 0x7E00 /
+// 0x7FC0, so bit 15 is free, and a set bit makes every scale word non-zero.
+inline constexpr uint16_t kScaleWireFlag = 0x8000;
+
+// kA: the atom rows of one shard, 8 / world_size (ws 2: 4, 4: 2, 8: 1).
+constexpr int ShardAtomRows(int world_size) { return kTileAtomRowsPerTile / world_size; }
+
+// Bytes of a shard's low code plane: 256 * lb * kA.
+constexpr int64_t ShardLowPlaneBytes(Codec c, int ws) {
+  return int64_t{kAtomRowAtoms} * LowPlaneAtomBytes(c) * ShardAtomRows(ws);
+}
+// Where a shard's high code plane starts (INT6, INT3; for the others it is
+// empty and starts where the scales do).
+constexpr int64_t ShardHighPlaneOffset(Codec c, int ws) { return ShardLowPlaneBytes(c, ws); }
+// Where a shard's scale words start: 256 * (lb + hb) * kA.
+constexpr int64_t ShardScaleOffset(Codec c, int ws) {
+  return int64_t{kAtomRowAtoms} * (LowPlaneAtomBytes(c) + HighPlaneAtomBytes(c)) *
+         ShardAtomRows(ws);
+}
+
+// Whether a codec with this work dtype (the dtype the arithmetic runs in:
+// fp16 for fp16 calls and bf16 calls cast to fp16) uses the packed-fp16
+// arithmetic (kernels/packed_codec.h) instead of the fp32 one.
+constexpr bool UsesPackedArithmetic(Codec c, DType work) {
+  return (c == Codec::kInt3 || c == Codec::kInt4 || c == Codec::kInt6) &&
+         work == DType::kFloat16;
+}
+
+static_assert(ShardAtomRows(2) == 4 && ShardAtomRows(4) == 2 && ShardAtomRows(8) == 1,
+              "kA = 8 / ws");
+static_assert(ShardLowPlaneBytes(Codec::kInt8, 2) == 8192 &&
+                  ShardLowPlaneBytes(Codec::kInt6, 2) == 4096 &&
+                  ShardLowPlaneBytes(Codec::kInt4, 2) == 4096 &&
+                  ShardLowPlaneBytes(Codec::kInt3, 2) == 2048 &&
+                  ShardLowPlaneBytes(Codec::kInt8, 8) == 2048 &&
+                  ShardLowPlaneBytes(Codec::kInt6, 4) == 2048,
+              "wire-v2 low planes: 256 * lb * kA");
+static_assert(ShardHighPlaneOffset(Codec::kInt6, 2) == 4096 &&
+                  ShardHighPlaneOffset(Codec::kInt3, 2) == 2048,
+              "wire-v2 high planes follow the low plane");
+static_assert(ShardScaleOffset(Codec::kInt8, 2) == 8192 &&
+                  ShardScaleOffset(Codec::kInt6, 2) == 6144 &&
+                  ShardScaleOffset(Codec::kInt4, 2) == 4096 &&
+                  ShardScaleOffset(Codec::kInt3, 2) == 3072 &&
+                  ShardScaleOffset(Codec::kInt8, 8) == 2048 &&
+                  ShardScaleOffset(Codec::kInt6, 8) == 1536 &&
+                  ShardScaleOffset(Codec::kInt4, 4) == 2048,
+              "wire-v2 scales: 256 * (lb + hb) * kA");
+static_assert(ShardScaleOffset(Codec::kInt8, 2) + 4 * kAtomRowBlocks * kScaleBytes ==
+                      4 * AtomRowWireBytes(Codec::kInt8) &&
+                  ShardScaleOffset(Codec::kInt3, 2) + 4 * kAtomRowBlocks * kScaleBytes ==
+                      4 * AtomRowWireBytes(Codec::kInt3),
+              "a v2 shard is as large as kA v1 atom rows");
+
 // Wire bytes of `num_elems` values; num_elems must be a multiple of 2048.
 constexpr int64_t WireBytes(Codec codec, int64_t num_elems) {
   return num_elems / kAtomRowElems * AtomRowWireBytes(codec);

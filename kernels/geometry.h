@@ -26,6 +26,7 @@
 namespace qr::kernels {
 
 inline constexpr int64_t kTileElems = 16384;
+static_assert(kTileElems == int64_t{kTileAtomRowsPerTile} * kAtomRowElems, "a tile is 8 atom rows");
 inline constexpr int64_t kTileBytes = kTileElems * 2;  // 32768
 inline constexpr int64_t kTileSlotBytes = kTileBytes;  // wire bytes of a tile, any codec
 static_assert(kTileElems % (int64_t{kMaxWorldSize} * kAtomRowElems) == 0,
