@@ -55,9 +55,8 @@ struct PackedScale {
 QR_HOST_DEVICE inline PackedScale PackedScaleOf(Codec codec, uint32_t absmax_bits) {
   // fp16 -> fp32, exact: normal values by moving the fields, subnormal ones
   // as an integer times 2^-24.
-  const float a = absmax_bits >= 0x0400u
-                      ? PackedBitsFloat((absmax_bits << 13) + 0x38000000u)
-                      : static_cast<float>(absmax_bits) * 5.9604644775390625e-8f;
+  const float a = absmax_bits >= 0x0400u ? PackedBitsFloat((absmax_bits << 13) + 0x38000000u)
+                                         : static_cast<float>(absmax_bits) * 5.9604644775390625e-8f;
   const float k = static_cast<float>(CodeBias(codec)) - 0.5f;
   const float q = k / a;
   float e = PackedBitsFloat(PackedFloatBits(q) & 0xFFFFE000u);

@@ -4,7 +4,9 @@
 
 #include "common/status_macros.h"
 #include "kernels/gpu/packed_codec.cuh"
+#include "kernels/gpu/packed_scale.h"
 #include "kernels/platform/gpu_status.h"
+#include "kernels/platform/math.cuh"
 #include "tests/gpu/packed_codec_kernels.h"
 
 namespace qr::testing {
@@ -12,8 +14,8 @@ namespace {
 
 using kernels::gpu::PackedConstants;
 
-__global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a, const uint32_t* b,
-                               const uint32_t* c, uint32_t* out, size_t n) {
+__global__ void PackedOpKernel(PackedOp op, Codec codec, PackedConstants k, const uint32_t* a,
+                               const uint32_t* b, const uint32_t* c, uint32_t* out, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     switch (op) {
@@ -25,6 +27,12 @@ __global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a
         break;
       case PackedOp::kFusedReduce:
         out[i] = kernels::gpu::FusedReducePair(k, a[i], b[i], c[i]);
+        break;
+      case PackedOp::kMultiplier:
+        out[i] = __float_as_uint(kernels::gpu::PackedScaleOf(codec, a[i]).multiplier);
+        break;
+      case PackedOp::kScaleWord:
+        out[i] = platform::FloatToFp16Bits(kernels::gpu::PackedScaleOf(codec, a[i]).quotient);
         break;
     }
   }
@@ -54,7 +62,8 @@ Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b, 
   QR_ASSIGN_OR_RETURN(DeviceWords db, Upload(b, n));
   QR_ASSIGN_OR_RETURN(DeviceWords dc, Upload(c != nullptr ? c : a, n));
   QR_ASSIGN_OR_RETURN(DeviceWords dout, Upload(nullptr, n));
-  hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op,
+  const Codec codec = bits == 3 ? Codec::kInt3 : bits == 4 ? Codec::kInt4 : Codec::kInt6;
+  hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op, codec,
                      kernels::gpu::PackedConstantsFor(bits), da.get(), db.get(), dc.get(),
                      dout.get(), n);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());
