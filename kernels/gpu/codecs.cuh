@@ -9,8 +9,8 @@
 //                            thread stores its own words straight to the
 //                            destination (no staging)
 //   Load(src, tid)           the Wire back from a received shard
-//   ReduceFirst/ReduceNext(w, acc), ReduceFinish(acc, out[kA])
-//                            the rank-order reduce of the sources' Wires
+//   Reduce<ws>(src[ws], out[kA]) the rank-order reduce of the sources' Wires
+//                            (atom by atom: one atom's sum live at a time)
 //   DecodeOut(w, out[kA])    the shard's values (work dtype) for the output
 //   kOverlapNextTile         whether the kernel sends the next tile's phase 1
 //                            before waiting for this tile's phase 2
@@ -51,9 +51,6 @@ struct FpCodec {
   struct Wire {
     Vec16 v[kA];
   };
-  struct Acc {
-    float v[kA][8];
-  };
 
   QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int) {
     Wire w;
@@ -76,24 +73,21 @@ struct FpCodec {
     return w;
   }
 
-  QR_DEVICE_INLINE static void ReduceFirst(const Wire& w, Acc& acc) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) Unpack<kBf16>(w.v[k], acc.v[k]);
-  }
-
-  QR_DEVICE_INLINE static void ReduceNext(const Wire& w, Acc& acc) {
+  template <int kWs>
+  QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
-      float v[8];
-      Unpack<kBf16>(w.v[k], v);
+      float acc[8];
+      Unpack<kBf16>(src[0].v[k], acc);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc.v[k][e] = platform::AddRn(acc.v[k][e], v[e]);
+      for (int r = 1; r < kWs; ++r) {
+        float v[8];
+        Unpack<kBf16>(src[r].v[k], v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
+      }
+      out[k] = Pack<kBf16>(acc);
     }
-  }
-
-  QR_DEVICE_INLINE static void ReduceFinish(const Acc& acc, Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) out[k] = Pack<kBf16>(acc.v[k]);
   }
 
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.
@@ -276,9 +270,6 @@ struct IntCodec {
   static_assert(kCodec != Codec::kFp, "FP has its own codec");
   using L = IntLayout<kCodec, kA>;
   using Wire = typename L::Words;
-  struct Acc {
-    float v[kA][8];
-  };
   static constexpr int kQ = CodeBias(kCodec);
   static constexpr uint32_t kScaleFactorBits = ScaleFactorBits(kCodec);
   static constexpr size_t kShardWireBytes = L::kShardWireBytes;
@@ -380,24 +371,21 @@ struct IntCodec {
     }
   }
 
-  QR_DEVICE_INLINE static void ReduceFirst(const Wire& w, Acc& acc) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) DecodeAtom(w, k, acc.v[k]);
-  }
-
-  QR_DEVICE_INLINE static void ReduceNext(const Wire& w, Acc& acc) {
+  template <int kWs>
+  QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
-      float v[8];
-      DecodeAtom(w, k, v);
+      float acc[8];
+      DecodeAtom(src[0], k, acc);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc.v[k][e] = platform::AddRn(acc.v[k][e], v[e]);
+      for (int r = 1; r < kWs; ++r) {
+        float v[8];
+        DecodeAtom(src[r], k, v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
+      }
+      out[k] = Pack<kBf16>(acc);
     }
-  }
-
-  QR_DEVICE_INLINE static void ReduceFinish(const Acc& acc, Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) out[k] = Pack<kBf16>(acc.v[k]);
   }
 
   QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Vec16 (&out)[kA]) {
@@ -430,12 +418,6 @@ struct PackedCodec {
   static constexpr bool kPrefetchInput = false;
   static constexpr int kMinBlocksPerSm = kTwoShotMinBlocksPerSm;
   static constexpr uint32_t kNaN2 = 0x7E007E00u;  // the canonical NaN, both halves
-
-  // World size 2: rank 0's decoded fp16x2 words, rank 1's codes fused in.
-  // 4 and 8: the fp32 left fold of the decoded values.
-  struct Acc {
-    std::conditional_t<kWs == 2, uint32_t[kA][4], float[kA][8]> v;
-  };
 
   // The exact slow path of one atom (fp32, every kind of block): its codes
   // as pairs and its scale word.
@@ -522,8 +504,8 @@ struct PackedCodec {
     return nan;
   }
 
-  // x' of the atom's 8 values as fp16x2 words; a NaN scale's (the hardware
-  // gives unspecified payloads) fixed to the canonical NaN by the caller.
+  // x' of the atom's 8 values as fp16x2 words; under a NaN scale they are
+  // NaN with unspecified payloads (Decode makes them canonical).
   QR_DEVICE_INLINE static void DecodeAtom(const Wire& w, int k, uint32_t (&x)[4]) {
     const uint32_t d2 = L::Scale(w, k) * 0x00010001u;
     const CodePlanes spread = SpreadPlanes<kCodec>(L::Planes(w, k));
@@ -545,45 +527,30 @@ struct PackedCodec {
     }
   }
 
-  QR_DEVICE_INLINE static void FoldInto(const uint32_t (&x)[kA][4], Acc& acc, bool first) {
-    if constexpr (kWs != 2) {
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-        float v[8];
-        Unpack<false>(Vec16{{x[k][0], x[k][1], x[k][2], x[k][3]}}, v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc.v[k][e] = first ? v[e] : platform::AddRn(acc.v[k][e], v[e]);
-      }
-    }
-  }
-
-  QR_DEVICE_INLINE static void ReduceFirst(const Wire& w, Acc& acc) {
-    if constexpr (kWs == 2) {
-      Decode(w, acc.v);
-    } else {
-      uint32_t x[kA][4];
-      Decode(w, x);
-      FoldInto(x, acc, /*first=*/true);
-    }
-  }
-
   // World size 2: y = sat16(RN16((k1 / 2^s) d~1 + x'0)), one fma per two
-  // values. Inputs are finite unless a scale is NaN, so an infinite result
-  // is an overflow, which saturates; NaN blocks (rank 0's x'0 is the
-  // canonical NaN then) give the canonical NaN.
-  QR_DEVICE_INLINE static void ReduceNext(const Wire& w, Acc& acc) {
+  // values. Operands are finite unless a scale is NaN, so an infinite result
+  // is an overflow, which saturates; a row with a NaN scale in either source
+  // gives the canonical NaN. World sizes 4 and 8: the fp32 left fold of the
+  // decoded values, rounded once (Pack: saturating; NaN, whatever the
+  // hardware's payload, becomes the canonical NaN).
+  template <int kN>
+  QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kN], Vec16 (&out)[kA]) {
+    static_assert(kN == kWs);
     if constexpr (kWs == 2) {
       uint32_t nan_rows = 0;  // bit k: row k's result is NaN
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
-        const uint32_t scale = L::Scale(w, k);
-        if (acc.v[k][0] == kNaN2 || IsNaNScale(scale)) nan_rows |= 1u << k;
-        const uint32_t d2 = scale * 0x00010001u;
-        const CodePlanes spread = SpreadPlanes<kCodec>(L::Planes(w, k));
+        if (IsNaNScale(L::Scale(src[0], k)) || IsNaNScale(L::Scale(src[1], k))) {
+          nan_rows |= 1u << k;
+        }
+        const uint32_t d0 = L::Scale(src[0], k) * 0x00010001u;
+        const uint32_t d1 = L::Scale(src[1], k) * 0x00010001u;
+        const CodePlanes spread0 = SpreadPlanes<kCodec>(L::Planes(src[0], k));
+        const CodePlanes spread1 = SpreadPlanes<kCodec>(L::Planes(src[1], k));
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          acc.v[k][m] =
-              SaturateInfPair(FusedReducePair(kC, PairOf<kCodec>(spread, m), d2, acc.v[k][m]));
+          const uint32_t x0 = DecodePair(kC, PairOf<kCodec>(spread0, m), d0);
+          out[k].w[m] = SaturateInfPair(FusedReducePair(kC, PairOf<kCodec>(spread1, m), d1, x0));
         }
       }
       if (platform::WarpAny(nan_rows != 0)) {
@@ -591,24 +558,26 @@ struct PackedCodec {
         for (int k = 0; k < kA; ++k) {
           if (nan_rows & (1u << k)) {
 #pragma unroll
-            for (int m = 0; m < 4; ++m) acc.v[k][m] = kNaN2;
+            for (int m = 0; m < 4; ++m) out[k].w[m] = kNaN2;
           }
         }
       }
     } else {
-      uint32_t x[kA][4];
-      Decode(w, x);
-      FoldInto(x, acc, /*first=*/false);
-    }
-  }
-
-  QR_DEVICE_INLINE static void ReduceFinish(const Acc& acc, Vec16 (&out)[kA]) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      if constexpr (kWs == 2) {
-        out[k] = Vec16{{acc.v[k][0], acc.v[k][1], acc.v[k][2], acc.v[k][3]}};
-      } else {
-        out[k] = Pack<false>(acc.v[k]);  // rounded once, saturating, NaN canonical
+      for (int k = 0; k < kA; ++k) {
+        float acc[8];
+        uint32_t x[4];
+        DecodeAtom(src[0], k, x);
+        Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, acc);
+#pragma unroll
+        for (int r = 1; r < kWs; ++r) {
+          float v[8];
+          DecodeAtom(src[r], k, x);
+          Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
+        }
+        out[k] = Pack<false>(acc);
       }
     }
   }

@@ -124,23 +124,17 @@ __global__ void __launch_bounds__(
 
     // Reduce my shard in rank order 0..ws-1 (mine from registers).
     const char* my_data1 = p.buffers[p.rank] + p.data1 + slot(c);
-    typename C::Acc acc;
+    Wire src[kWs];
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      Wire w;
       if (s == p.rank) {
-        w = own1;
+        src[s] = own1;
       } else {
-        w = C::Load(my_data1 + s * C::kShardWireBytes, tid);
-      }
-      if (s == 0) {
-        C::ReduceFirst(w, acc);
-      } else {
-        C::ReduceNext(w, acc);
+        src[s] = C::Load(my_data1 + s * C::kShardWireBytes, tid);
       }
     }
     Vec16 reduced[kA];
-    C::ReduceFinish(acc, reduced);
+    C::Reduce(src, reduced);
 
     // Phase 2: the reduced shard, encoded once, goes to every other rank,
     // row slot (block, my rank); my output of it comes from the same words.
