@@ -11,7 +11,9 @@
 //   Load(src, tid)           the Wire back from a received shard
 //   Reduce<ws>(src[ws], out[kA]) the rank-order reduce of the sources' Wires
 //                            (atom by atom: one atom's sum live at a time)
-//   DecodeOut(w, out[kA])    the shard's values (work dtype) for the output
+//   DecodeOut(w, sink)       the shard's values (work dtype) for the output:
+//                            sink(k, atom) for k = 0..kA-1, one atom live
+//                            at a time
 //   kOverlapNextTile         whether the kernel sends the next tile's phase 1
 //                            before waiting for this tile's phase 2
 // Values are the math format (fp16 or bf16 bit patterns, kBf16 says which).
@@ -91,9 +93,10 @@ struct FpCodec {
   }
 
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.
-  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Vec16 (&out)[kA]) {
+  template <class Sink>
+  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) out[k] = w.v[k];
+    for (int k = 0; k < kA; ++k) sink(k, w.v[k]);
   }
 };
 
@@ -388,12 +391,13 @@ struct IntCodec {
     }
   }
 
-  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Vec16 (&out)[kA]) {
+  template <class Sink>
+  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
       float v[8];
       DecodeAtom(w, k, v);
-      out[k] = Pack<kBf16>(v);
+      sink(k, Pack<kBf16>(v));
     }
   }
 };
@@ -505,26 +509,12 @@ struct PackedCodec {
   }
 
   // x' of the atom's 8 values as fp16x2 words; under a NaN scale they are
-  // NaN with unspecified payloads (Decode makes them canonical).
+  // NaN with unspecified payloads (DecodeOut makes them canonical).
   QR_DEVICE_INLINE static void DecodeAtom(const Wire& w, int k, uint32_t (&x)[4]) {
     const uint32_t d2 = L::Scale(w, k) * 0x00010001u;
     const CodePlanes spread = SpreadPlanes<kCodec>(L::Planes(w, k));
 #pragma unroll
     for (int m = 0; m < 4; ++m) x[m] = DecodePair(kC, PairOf<kCodec>(spread, m), d2);
-  }
-
-  QR_DEVICE_INLINE static void Decode(const Wire& w, uint32_t (&x)[kA][4]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) DecodeAtom(w, k, x[k]);
-    if (platform::WarpAny(AnyNaNScale(w))) {
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-        if (IsNaNScale(L::Scale(w, k))) {
-#pragma unroll
-          for (int m = 0; m < 4; ++m) x[k][m] = kNaN2;
-        }
-      }
-    }
   }
 
   // World size 2: y = sat16(RN16((k1 / 2^s) d~1 + x'0)), one fma per two
@@ -582,11 +572,19 @@ struct PackedCodec {
     }
   }
 
-  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Vec16 (&out)[kA]) {
-    uint32_t x[kA][4];
-    Decode(w, x);
+  template <class Sink>
+  QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
+    const bool any_nan = platform::WarpAny(AnyNaNScale(w));
 #pragma unroll
-    for (int k = 0; k < kA; ++k) out[k] = Vec16{{x[k][0], x[k][1], x[k][2], x[k][3]}};
+    for (int k = 0; k < kA; ++k) {
+      uint32_t x[4];
+      DecodeAtom(w, k, x);
+      if (any_nan && IsNaNScale(L::Scale(w, k))) {
+#pragma unroll
+        for (int m = 0; m < 4; ++m) x[m] = kNaN2;
+      }
+      sink(k, Vec16{{x[0], x[1], x[2], x[3]}});
+    }
   }
 };
 

@@ -91,22 +91,23 @@ __global__ void __launch_bounds__(
 #pragma unroll
       for (int k = 0; k < kA; ++k) shard[k] = work_atom(atoms[r * kA + k]);
       const Wire w = C::Encode(shard, tid);
-      if (r == p.rank) {
-        own = w;
-      } else {
+      // Written unconditionally at r = 0 (exactly one r is my rank), so the
+      // previous tile's `own` is dead here and takes no registers.
+      if (r == 0 || r == p.rank) own = w;
+      if (r != p.rank) {
         C::Store(w, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kShardWireBytes, tid);
       }
     }
   };
 
-  // Shard s of `tile` into the output (atoms past the end are not written).
-  auto store_output = [&](int tile, int s, const Vec16(&v)[kA]) {
+  // Shard s of `tile` into the output, atom by atom (atoms past the end
+  // are not written).
+  auto store_output = [&](int tile, int s, const Wire& w) {
     const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
+    C::DecodeOut(w, [&](int k, const Vec16& v) {
       const size_t off = base + (s * kA + k) * kAtomStride;
-      if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v[k]));
-    }
+      if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v));
+    });
   };
 
   uint32_t colour = p.colours[blockIdx.x] + 1;
@@ -146,9 +147,7 @@ __global__ void __launch_bounds__(
           C::Store(w2, p.buffers[r] + p.data2 + slot(c) + p.rank * C::kShardWireBytes, tid);
         }
       }
-      Vec16 v[kA];
-      C::DecodeOut(w2, v);
-      store_output(tile, p.rank, v);
+      store_output(tile, p.rank, w2);
     }
 
     // The next tile's phase 1 goes out while this tile's phase 2 arrives,
@@ -166,9 +165,7 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       if (s == p.rank) continue;
-      Vec16 v[kA];
-      C::DecodeOut(C::Load(my_data2 + s * C::kShardWireBytes, tid), v);
-      store_output(tile, s, v);
+      store_output(tile, s, C::Load(my_data2 + s * C::kShardWireBytes, tid));
     }
     if (!C::kOverlapNextTile && more) {
       if (!C::kPrefetchInput) load_input(tile + gridDim.x, input);
