@@ -1,4 +1,4 @@
-// Encode/decode throughput of the host reference codecs, and one whole
+// Encode/decode throughput of the host reference codecs (ws-2 shards), and one whole
 // two-shot all-reduce simulated in one process. Not run in CI:
 //   ./bazelw run -c opt //kernels:codec_benchmark
 #include <cstdint>
@@ -29,7 +29,10 @@ void BM_Encode(benchmark::State& state) {
   const std::vector<uint16_t> values = Data(dtype);
   std::vector<uint8_t> wire(WireBytes(codec, kElems));
   for (auto _ : state) {
-    EncodeSpan(codec, dtype, values.data(), kElems, wire.data());
+    for (int64_t s = 0; s < kElems / ShardElems(2); ++s) {
+      EncodeShard(codec, dtype, 2, values.data() + s * ShardElems(2),
+                  wire.data() + s * ShardWireBytes(codec, 2));
+    }
     benchmark::DoNotOptimize(wire.data());
   }
   state.SetBytesProcessed(state.iterations() * kElems * 2);
@@ -41,10 +44,16 @@ void BM_Decode(benchmark::State& state) {
   const DType dtype = static_cast<DType>(state.range(1));
   const std::vector<uint16_t> values = Data(dtype);
   std::vector<uint8_t> wire(WireBytes(codec, kElems));
-  EncodeSpan(codec, dtype, values.data(), kElems, wire.data());
+  for (int64_t s = 0; s < kElems / ShardElems(2); ++s) {
+    EncodeShard(codec, dtype, 2, values.data() + s * ShardElems(2),
+                wire.data() + s * ShardWireBytes(codec, 2));
+  }
   std::vector<float> out(kElems);
   for (auto _ : state) {
-    DecodeSpan(codec, dtype, wire.data(), kElems, out.data());
+    for (int64_t s = 0; s < kElems / ShardElems(2); ++s) {
+      DecodeShard(codec, dtype, 2, wire.data() + s * ShardWireBytes(codec, 2),
+                  out.data() + s * ShardElems(2));
+    }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * kElems * 2);

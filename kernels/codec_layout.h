@@ -155,9 +155,46 @@ constexpr int64_t ShardScaleOffset(Codec c, int ws) {
 // fp16 for fp16 calls and bf16 calls cast to fp16) uses the packed-fp16
 // arithmetic (kernels/packed_codec.h) instead of the fp32 one.
 constexpr bool UsesPackedArithmetic(Codec c, DType work) {
-  return (c == Codec::kInt3 || c == Codec::kInt4 || c == Codec::kInt6) &&
-         work == DType::kFloat16;
+  return (c == Codec::kInt3 || c == Codec::kInt4 || c == Codec::kInt6) && work == DType::kFloat16;
 }
+
+// Where each piece of a v2 shard lives (k = atom row inside the shard,
+// 0..kA-1; t = atom/thread 0..255; b = block of the row 0..63):
+// thread t's kA low-plane words are contiguous, then its kA high-plane
+// words, and block b's kA scale words are contiguous.
+constexpr int64_t ShardLowAtomOffset(Codec c, int ws, int k, int t) {
+  return (int64_t{t} * ShardAtomRows(ws) + k) * LowPlaneAtomBytes(c);
+}
+constexpr int64_t ShardHighAtomOffset(Codec c, int ws, int k, int t) {
+  return ShardHighPlaneOffset(c, ws) + (int64_t{t} * ShardAtomRows(ws) + k) * HighPlaneAtomBytes(c);
+}
+constexpr int64_t ShardScaleWordOffset(Codec c, int ws, int k, int b) {
+  return ShardScaleOffset(c, ws) + (int64_t{b} * ShardAtomRows(ws) + k) * kScaleBytes;
+}
+
+// Bits inside one atom's plane word (8 fields of `field_bits` bits, one per
+// value j = 0..7 of the atom): INT8 keeps value order (byte j); the narrower
+// planes hold the even values in the low half and the odd ones in the high
+// half, pair m = (2m, 2m+1) at the same place in each half, so that a GPU
+// gets fp16x2 pair m's two codes with one shift and one mask.
+constexpr int PlaneFieldShift(int field_bits, int j) {
+  return field_bits == 8 ? 8 * j : (j & 1) * 4 * field_bits + (j >> 1) * field_bits;
+}
+// Code j's low bits (LowPlaneBits of them) in the low-plane word; its high
+// bits (u_j >> LowPlaneBits) in the high-plane word.
+constexpr int LowFieldShift(Codec c, int j) { return PlaneFieldShift(LowPlaneBits(c), j); }
+constexpr int HighFieldShift(Codec c, int j) {
+  return PlaneFieldShift(CodecBits(c) - LowPlaneBits(c), j);
+}
+static_assert(LowFieldShift(Codec::kInt8, 3) == 24 && LowFieldShift(Codec::kInt4, 1) == 16 &&
+                  LowFieldShift(Codec::kInt4, 6) == 12 && LowFieldShift(Codec::kInt6, 7) == 28 &&
+                  HighFieldShift(Codec::kInt6, 5) == 12 && LowFieldShift(Codec::kInt3, 3) == 10 &&
+                  HighFieldShift(Codec::kInt3, 2) == 1 && HighFieldShift(Codec::kInt3, 7) == 7,
+              "wire-v2 bits inside an atom's plane words");
+static_assert(ShardScaleWordOffset(Codec::kInt4, 2, 3, 1) == 4096 + 14 &&
+                  ShardLowAtomOffset(Codec::kInt4, 2, 2, 1) == 24 &&
+                  ShardHighAtomOffset(Codec::kInt3, 2, 1, 2) == 2048 + 9,
+              "wire-v2 offsets");
 
 static_assert(ShardAtomRows(2) == 4 && ShardAtomRows(4) == 2 && ShardAtomRows(8) == 1,
               "kA = 8 / ws");

@@ -5,6 +5,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/float16.h"
+#include "kernels/packed_codec.h"
 
 namespace qr::kernels {
 namespace {
@@ -33,10 +34,25 @@ double QuantizationErrorBound(Codec codec, double block_absmax) {
                   std::min(block_absmax, static_cast<double>(kNegligibleAbsmax)));
 }
 
+double QuantizationErrorBoundOf(Codec codec, DType work, double block_absmax) {
+  return TwoShotArithmeticOf(codec, work).quantization_bound(codec, block_absmax);
+}
+
+TwoShotArithmetic TwoShotArithmeticOf(Codec codec, DType work) {
+  TwoShotArithmetic arith;
+  if (UsesPackedArithmetic(codec, work)) {
+    arith.quantization_bound = packed::QuantizationErrorBound;
+    arith.decode_rounded = true;
+    arith.fused_pair = true;
+  }
+  return arith;
+}
+
 double TwoShotErrorBound(Codec codec, DType dtype, bool cast_bf16_to_fp16, int world_size,
                          const double* block_absmax, const double* element_abs, double exact_sum) {
-  return TwoShotErrorBound(TwoShotArithmetic{}, codec, dtype, cast_bf16_to_fp16, world_size,
-                           block_absmax, element_abs, exact_sum);
+  return TwoShotErrorBound(TwoShotArithmeticOf(codec, WorkDType(dtype, cast_bf16_to_fp16)), codec,
+                           dtype, cast_bf16_to_fp16, world_size, block_absmax, element_abs,
+                           exact_sum);
 }
 
 double TwoShotErrorBound(const TwoShotArithmetic& arith, Codec codec, DType dtype,

@@ -57,11 +57,8 @@ void TwoShotValues(Codec codec, DType dtype, int world_size, const uint16_t* con
 
 double TwoShotErrorBound(Codec codec, DType dtype, int world_size, const double* block_absmax,
                          const double* element_abs, double exact_sum) {
-  TwoShotArithmetic packed;
-  packed.quantization_bound = QuantizationErrorBound;  // packed::, the decode rounding inside
-  packed.decode_rounded = true;
-  packed.fused_pair = true;
-  return kernels::TwoShotErrorBound(packed, codec, dtype, dtype == DType::kBFloat16, world_size,
+  // The work dtype is fp16, so the shared bound takes the packed arithmetic.
+  return kernels::TwoShotErrorBound(codec, dtype, dtype == DType::kBFloat16, world_size,
                                     block_absmax, element_abs, exact_sum);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/codec.h"
 #include "kernels/float16.h"
 
 namespace qr::kernels::testing {
@@ -99,6 +100,44 @@ std::vector<std::vector<uint16_t>> AdversarialBlocks(DType dtype) {
     add([](int j) { return 1e38 * std::cos(j); });          // huge bf16
   }
   return blocks;
+}
+
+void Fp32TwoShotValues(Codec codec, DType dtype, bool cast, int world_size,
+                       const uint16_t* const* inputs, int64_t n, uint16_t* out) {
+  const DType work = WorkDType(dtype, cast);
+  const bool cast_in = work != dtype;
+  // Quantize and decode one block of work values (FP: exact).
+  auto round_trip = [&](const uint16_t* x, float* decoded) {
+    if (codec == Codec::kFp) {
+      for (int j = 0; j < 32; ++j) decoded[j] = ToFloat(work, x[j]);
+      return;
+    }
+    uint8_t codes[32];
+    const uint16_t scale = QuantizeBlockFp32(codec, work, x, codes);
+    for (int j = 0; j < 32; ++j) decoded[j] = DecodeCodeFp32(codec, work, codes[j], scale);
+  };
+  for (int64_t begin = 0; begin < n; begin += 32) {
+    const int len = static_cast<int>(std::min<int64_t>(32, n - begin));
+    float acc[32];
+    for (int r = 0; r < world_size; ++r) {
+      uint16_t x[32] = {};  // padding: +0
+      for (int j = 0; j < len; ++j) {
+        const uint16_t v = inputs[r][begin + j];
+        x[j] = cast_in ? BFloat16ToHalf(v) : v;
+      }
+      float decoded[32];
+      round_trip(x, decoded);
+      for (int j = 0; j < 32; ++j) acc[j] = r == 0 ? decoded[j] : acc[j] + decoded[j];
+    }
+    uint16_t reduced[32];
+    for (int j = 0; j < 32; ++j) reduced[j] = FromFloat(work, acc[j]);
+    float result[32];
+    round_trip(reduced, result);
+    for (int j = 0; j < len; ++j) {
+      const uint16_t w = FromFloat(work, result[j]);
+      out[begin + j] = cast_in ? HalfToBFloat16(w) : w;
+    }
+  }
 }
 
 }  // namespace qr::kernels::testing

@@ -28,6 +28,14 @@ void FillUniform(DType dtype, std::mt19937_64& rng, uint16_t* out, int64_t n);
 // signs, subnormals (and for bf16: values below 2^-100, huge values).
 std::vector<std::vector<uint16_t>> AdversarialBlocks(DType dtype);
 
+// What the two-shot path computes, value by value, with the fp32 arithmetic
+// (docs/codecs.md section 3) whatever the format: the values every format
+// had before the packed arithmetic (issue 18), and still has where
+// !UsesPackedArithmetic. Blocks of 32 from the start; work dtype
+// WorkDType(dtype, cast); out[0, n) from inputs[r][0, n), r < world_size.
+void Fp32TwoShotValues(Codec codec, DType dtype, bool cast, int world_size,
+                       const uint16_t* const* inputs, int64_t n, uint16_t* out);
+
 }  // namespace qr::kernels::testing
 
 #endif  // QR_KERNELS_TEST_DATA_H_

@@ -7,11 +7,15 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "kernels/float16.h"
+#include "kernels/packed_codec.h"
 
 namespace qr::kernels {
 namespace {
 
-constexpr int64_t kRowsPerTile = kTileElems / kAtomRowElems;  // 8
+// Blocks of 32 values in one shard.
+constexpr int ShardBlocks(int world_size) {
+  return static_cast<int>(ShardElems(world_size) / kBlockElems);
+}
 
 // Work-dtype bits of input value i (0 past the end: the padding).
 uint16_t LoadInput(const TwoShotParams& p, const uint16_t* input, int64_t i) {
@@ -47,56 +51,65 @@ Status ValidateTwoShotParams(const TwoShotParams& p) {
 void EncodeInputShard(const TwoShotParams& p, const uint16_t* input, int64_t tile, int shard,
                       uint8_t* wire) {
   const DType work = WorkDType(p.dtype, p.cast_bf16_to_fp16);
-  const int64_t shard_elems = ShardElems(p.world_size);
-  const int64_t base = tile * kTileElems + shard * shard_elems;
-  const int64_t row_bytes = AtomRowWireBytes(p.codec);
-  uint16_t row[kAtomRowElems];
-  for (int64_t r = 0; r < shard_elems / kAtomRowElems; ++r) {
-    const int64_t row_base = base + r * kAtomRowElems;
-    for (int i = 0; i < kAtomRowElems; ++i) row[i] = LoadInput(p, input, row_base + i);
-    EncodeAtomRow(p.codec, work, row, wire + r * row_bytes);
+  const int64_t base = tile * kTileElems + shard * ShardElems(p.world_size);
+  uint16_t block[kBlockElems];
+  for (int sb = 0; sb < ShardBlocks(p.world_size); ++sb) {
+    const int64_t block_base = base + int64_t{sb} * kBlockElems;
+    for (int j = 0; j < kBlockElems; ++j) block[j] = LoadInput(p, input, block_base + j);
+    EncodeShardBlock(p.codec, work, p.world_size, sb, block, wire);
   }
 }
 
 void ReduceShard(const TwoShotParams& p, const uint8_t* const* received, uint16_t* reduced) {
   const DType work = WorkDType(p.dtype, p.cast_bf16_to_fp16);
-  const int64_t shard_elems = ShardElems(p.world_size);
-  const int64_t row_bytes = AtomRowWireBytes(p.codec);
-  float acc[kAtomRowElems];
-  float next[kAtomRowElems];
-  for (int64_t r = 0; r < shard_elems / kAtomRowElems; ++r) {
-    DecodeAtomRow(p.codec, work, received[0] + r * row_bytes, acc);
-    for (int s = 1; s < p.world_size; ++s) {
-      DecodeAtomRow(p.codec, work, received[s] + r * row_bytes, next);
-      for (int i = 0; i < kAtomRowElems; ++i) acc[i] = acc[i] + next[i];
+  const int ws = p.world_size;
+  for (int sb = 0; sb < ShardBlocks(ws); ++sb) {
+    uint16_t* out = reduced + int64_t{sb} * kBlockElems;
+    if (UsesPackedArithmetic(p.codec, work) && ws == 2) {
+      // Rank 1's code and scale fold into rank 0's decoded fp16 value with
+      // one rounding (packed::FusedReduce, saturating).
+      uint8_t codes0[kBlockElems];
+      uint8_t codes1[kBlockElems];
+      const uint16_t scale0 = UnpackBlock(p.codec, ws, received[0], sb, codes0);
+      const uint16_t scale1 = UnpackBlock(p.codec, ws, received[1], sb, codes1);
+      for (int j = 0; j < kBlockElems; ++j) {
+        out[j] = packed::FusedReduce(p.codec, codes1[j], scale1,
+                                     packed::Decode(p.codec, codes0[j], scale0));
+      }
+      continue;
     }
-    for (int i = 0; i < kAtomRowElems; ++i) {
-      reduced[r * kAtomRowElems + i] = FromFloat(work, acc[i]);
+    // fp32 left fold in source order of the decoded values (for packed
+    // formats the fp16 decoded values, widened exactly), rounded once.
+    float acc[kBlockElems];
+    float next[kBlockElems];
+    DecodeShardBlock(p.codec, work, ws, received[0], sb, acc);
+    for (int s = 1; s < ws; ++s) {
+      DecodeShardBlock(p.codec, work, ws, received[s], sb, next);
+      for (int j = 0; j < kBlockElems; ++j) acc[j] = acc[j] + next[j];
     }
+    for (int j = 0; j < kBlockElems; ++j) out[j] = FromFloat(work, acc[j]);
   }
 }
 
 void EncodeReducedShard(const TwoShotParams& p, const uint16_t* reduced, uint8_t* wire) {
-  EncodeSpan(p.codec, WorkDType(p.dtype, p.cast_bf16_to_fp16), reduced, ShardElems(p.world_size),
-             wire);
+  EncodeShard(p.codec, WorkDType(p.dtype, p.cast_bf16_to_fp16), p.world_size, reduced, wire);
 }
 
 void DecodeOutputShard(const TwoShotParams& p, const uint8_t* wire, int64_t tile, int shard,
                        uint16_t* output) {
   const DType work = WorkDType(p.dtype, p.cast_bf16_to_fp16);
   const bool cast_back = work != p.dtype;
-  const int64_t shard_elems = ShardElems(p.world_size);
-  const int64_t base = tile * kTileElems + shard * shard_elems;
-  const int64_t row_bytes = AtomRowWireBytes(p.codec);
-  float row[kAtomRowElems];
-  for (int64_t r = 0; r < shard_elems / kAtomRowElems; ++r) {
-    const int64_t row_base = base + r * kAtomRowElems;
-    if (row_base >= p.num_elems) break;
-    DecodeAtomRow(p.codec, work, wire + r * row_bytes, row);
-    const int64_t n = std::min<int64_t>(kAtomRowElems, p.num_elems - row_base);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t w = FromFloat(work, row[i]);
-      output[row_base + i] = cast_back ? HalfToBFloat16(w) : w;
+  const int64_t base = tile * kTileElems + shard * ShardElems(p.world_size);
+  float block[kBlockElems];
+  for (int sb = 0; sb < ShardBlocks(p.world_size); ++sb) {
+    const int64_t block_base = base + int64_t{sb} * kBlockElems;
+    if (block_base >= p.num_elems) break;
+    // Packed formats decode to fp16 values already; the narrowing keeps them.
+    DecodeShardBlock(p.codec, work, p.world_size, wire, sb, block);
+    const int64_t n = std::min<int64_t>(kBlockElems, p.num_elems - block_base);
+    for (int64_t j = 0; j < n; ++j) {
+      const uint16_t w = FromFloat(work, block[j]);
+      output[block_base + j] = cast_back ? HalfToBFloat16(w) : w;
     }
   }
 }

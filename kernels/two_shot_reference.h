@@ -23,8 +23,9 @@
 // bit-identical on all ranks (the owner also decodes its own re-encoding).
 //
 // All functions are pure except for the memory they write and thread-safe on
-// distinct outputs. The step functions never allocate (scratch lives on the
-// stack, < 40 KiB); ReferenceAllReduce allocates its exchange buffers.
+// distinct outputs. The step functions never allocate (they work block by
+// block, scratch < 1 KiB on the stack); ReferenceAllReduce allocates its
+// exchange buffers.
 #ifndef QR_KERNELS_TWO_SHOT_REFERENCE_H_
 #define QR_KERNELS_TWO_SHOT_REFERENCE_H_
 
@@ -70,10 +71,14 @@ void EncodeInputShard(const TwoShotParams& p, const uint16_t* input, int64_t til
                       uint8_t* wire);
 
 // Phase 1 reduce: decodes the world_size encodings `received[0..ws-1]`
-// (received[s] = what source rank s sent, each ShardWireBytes long) to fp32,
-// sums them in fp32 in source order (acc = v0; acc = acc + v1; ...), and rounds
-// the sum once to the work dtype (saturating) into ShardElems(ws) values at
-// `reduced`.
+// (received[s] = what source rank s sent, each ShardWireBytes long) and sums
+// them in source order into ShardElems(ws) work-dtype values at `reduced`,
+// with the format's arithmetic (docs/codecs.md sections 3 and 9):
+//   packed (UsesPackedArithmetic), ws 2: packed::FusedReduce(rank 1's code
+//     and scale, rank 0's decoded fp16 value), one saturating rounding;
+//   otherwise: an fp32 left fold of the decoded values (acc = v0;
+//     acc = acc + v1; ...; for packed formats the fp16 decoded values),
+//     rounded once to the work dtype (saturating).
 void ReduceShard(const TwoShotParams& p, const uint8_t* const* received, uint16_t* reduced);
 
 // Phase 2: encodes a reduced shard (ShardElems(ws) work-dtype values).
@@ -81,8 +86,9 @@ void EncodeReducedShard(const TwoShotParams& p, const uint16_t* reduced, uint8_t
 
 // Phase 2 gather: decodes shard `shard` of tile `tile` from `wire` (what
 // its owner, rank `shard`, sent) and writes its values that lie below
-// p.num_elems into `output` (p.dtype): decoded fp32 -> work dtype
-// (saturating RNE) -> bf16 (RNE) when casting.
+// p.num_elems into `output` (p.dtype): decoded value -> work dtype
+// (saturating RNE; packed formats' decoded values are fp16 already) -> bf16
+// (RNE) when casting.
 void DecodeOutputShard(const TwoShotParams& p, const uint8_t* wire, int64_t tile, int shard,
                        uint16_t* output);
 

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/error_bound.h"
 #include "kernels/float16.h"
+#include "kernels/packed_two_shot.h"
 #include "kernels/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -262,6 +263,101 @@ TEST_P(TwoShotTest, AdversarialBlocksWithinBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombos, TwoShotTest, ::testing::ValuesIn(AllCombos()), ComboName);
+
+// Inputs for the value-equality tests: random blocks over the whole range
+// (sums that saturate included), every adversarial block at a rotating
+// offset per rank, and a few inf/NaN values.
+std::vector<std::vector<uint16_t>> MixedInputs(const TwoShotParams& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<uint16_t>> in(p.world_size);
+  const auto adversarial = testing::AdversarialBlocks(p.dtype);
+  for (int r = 0; r < p.world_size; ++r) {
+    in[r].resize((p.num_elems + 31) / 32 * 32);
+    testing::FillRandomBlocks(p.dtype, rng, 0, in[r].data(), in[r].size());
+    for (size_t b = 0; b < adversarial.size(); ++b) {
+      const size_t at = ((b * 3 + r) % adversarial.size()) * 32 + 64 * 32;
+      std::copy(adversarial[b].begin(), adversarial[b].end(), in[r].begin() + at);
+    }
+    in[r].resize(p.num_elems);
+    in[r][5000 + r] = InfBits(p.dtype);
+    in[r][9000 + 64 * r] = CanonicalNaN(p.dtype) | 0x0003;
+  }
+  return in;
+}
+
+// Runs the reference and returns rank 0's output (ranks agree: RunAndCheck
+// checks that elsewhere).
+std::vector<uint16_t> ReferenceOutput(const TwoShotParams& p,
+                                      const std::vector<std::vector<uint16_t>>& in) {
+  std::vector<std::vector<uint16_t>> out(p.world_size, std::vector<uint16_t>(p.num_elems));
+  std::vector<const uint16_t*> ins;
+  std::vector<uint16_t*> outs;
+  for (int r = 0; r < p.world_size; ++r) {
+    ins.push_back(in[r].data());
+    outs.push_back(out[r].data());
+  }
+  EXPECT_OK(ReferenceAllReduce(p, ins.data(), outs.data()));
+  return out[0];
+}
+
+int64_t FirstDifference(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// The packed formats (INT3/INT4/INT6 on fp16, and on bf16 with the cast)
+// compute exactly packed::TwoShotValues, the value oracle of
+// docs/codecs.md section 9.4: every element, random and adversarial data,
+// every world size, partial tiles and blocks.
+TEST(TwoShotArithmeticTest, PackedFormatsEqualPackedTwoShotValues) {
+  for (Codec codec : {Codec::kInt3, Codec::kInt4, Codec::kInt6}) {
+    for (Mode mode : {Mode::kFp16, Mode::kBf16Cast}) {
+      for (int ws : {2, 4, 8}) {
+        if (codec == Codec::kInt3 && ws != 2) continue;
+        const TwoShotParams p = MakeParams(ws, codec, mode, 2 * kTileElems + 4096 + 40);
+        ASSERT_TRUE(UsesPackedArithmetic(codec, WorkDType(p.dtype, p.cast_bf16_to_fp16)));
+        const auto in = MixedInputs(p, 4200 + ws);
+        std::vector<const uint16_t*> ins;
+        for (const auto& r : in) ins.push_back(r.data());
+        std::vector<uint16_t> want(p.num_elems);
+        packed::TwoShotValues(codec, p.dtype, ws, ins.data(), p.num_elems, want.data());
+        const std::vector<uint16_t> got = ReferenceOutput(p, in);
+        const int64_t diff = FirstDifference(got, want);
+        EXPECT_EQ(diff, -1) << CodecName(codec) << " " << ModeName(mode) << " ws" << ws
+                            << ": element " << diff << " is " << (diff < 0 ? 0 : got[diff])
+                            << ", packed::TwoShotValues gives " << (diff < 0 ? 0 : want[diff]);
+      }
+    }
+  }
+}
+
+// The fp32 formats (FP; INT8 for every dtype; INT3/INT4/INT6 on bf16
+// without the cast) keep the values they had before wire layout v2: the
+// layout moved their bytes, not their values. testing::Fp32TwoShotValues
+// computes them block by block with no wire at all.
+TEST(TwoShotArithmeticTest, Fp32FormatsKeepTheirValues) {
+  for (int ws : {2, 4, 8}) {
+    for (Codec codec : kAllCodecs) {
+      if (codec == Codec::kInt3 && ws != 2) continue;
+      for (Mode mode : kModes) {
+        const TwoShotParams p = MakeParams(ws, codec, mode, kTileElems + 4096 + 40);
+        if (UsesPackedArithmetic(codec, WorkDType(p.dtype, p.cast_bf16_to_fp16))) continue;
+        const auto in = MixedInputs(p, 4300 + ws);
+        std::vector<const uint16_t*> ins;
+        for (const auto& r : in) ins.push_back(r.data());
+        std::vector<uint16_t> want(p.num_elems);
+        testing::Fp32TwoShotValues(codec, p.dtype, p.cast_bf16_to_fp16, ws, ins.data(), p.num_elems,
+                                   want.data());
+        const std::vector<uint16_t> got = ReferenceOutput(p, in);
+        const int64_t diff = FirstDifference(got, want);
+        EXPECT_EQ(diff, -1) << CodecName(codec) << " " << ModeName(mode) << " ws" << ws
+                            << ": element " << diff;
+      }
+    }
+  }
+}
 
 class TwoShotBoundTest : public ::testing::TestWithParam<std::tuple<Codec, Mode>> {};
 
