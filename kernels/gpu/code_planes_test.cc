@@ -7,7 +7,13 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <vector>
+
+#include "kernels/codec.h"
+#include "kernels/codec_layout.h"
+#include "kernels/geometry.h"
 
 namespace qr::kernels::gpu {
 namespace {
@@ -96,6 +102,66 @@ TEST(CodePlanesTest, Int4AndInt6) {
       }
     }
   }
+}
+
+// Against the host reference's encoder (kernels/codec.h PackBlock): a shard
+// of random codes written block by block, read back the way a GPU thread
+// does (its contiguous plane pieces and its block's scale words,
+// kernels/gpu/codecs.cuh IntLayout), every thread and atom row.
+template <Codec kCodec>
+void ExpectHostShardReadsBack(int ws, std::mt19937& rng) {
+  const int rows = ShardAtomRows(ws);
+  const int blocks = rows * kAtomRowBlocks;
+  const int q = CodeBias(kCodec);
+  std::vector<uint8_t> codes(static_cast<size_t>(blocks) * kBlockElems);
+  std::vector<uint16_t> scales(blocks);
+  std::vector<uint8_t> wire(ShardWireBytes(kCodec, ws), 0);
+  for (int b = 0; b < blocks; ++b) {
+    for (int i = 0; i < kBlockElems; ++i) codes[b * kBlockElems + i] = 1 + rng() % (2 * q - 1);
+    scales[b] = static_cast<uint16_t>(rng() % 0x7C01);
+    PackBlock(kCodec, ws, b, &codes[b * kBlockElems], scales[b], wire.data());
+  }
+  const int lb = LowPlaneAtomBytes(kCodec), hb = HighPlaneAtomBytes(kCodec);
+  auto read = [&](int64_t off, int bytes) {
+    uint32_t v = 0;
+    std::memcpy(&v, &wire[off], bytes);  // little-endian, as the GPU
+    return v;
+  };
+  for (int t = 0; t < kAtomRowAtoms; ++t) {
+    for (int k = 0; k < rows; ++k) {
+      const int value0 = k * kAtomRowElems + t * kAtomElems;  // value 0 of atom (k, t)
+      const uint8_t* u = &codes[value0];
+      const int b = t / kAtomsPerBlock;
+      const uint32_t scale = read(ShardScaleOffset(kCodec, ws) + (b * rows + k) * 2, 2);
+      ASSERT_EQ(scale, scales[value0 / kBlockElems] | kScaleWireFlag) << t << " " << k;
+      const int64_t lo_off = static_cast<int64_t>(t) * lb * rows + k * lb;
+      if constexpr (kCodec == Codec::kInt8) {
+        for (int j = 0; j < 8; ++j) ASSERT_EQ(wire[lo_off + j], u[j]) << t << " " << k;
+      } else {
+        CodePlanes planes;
+        planes.lo = read(lo_off, lb);
+        planes.hi = read(
+            ShardHighPlaneOffset(kCodec, ws) + static_cast<int64_t>(t) * hb * rows + k * hb, hb);
+        uint32_t pairs[4];
+        for (int m = 0; m < 4; ++m) pairs[m] = u[2 * m] | (uint32_t{u[2 * m + 1]} << 16);
+        const CodePlanes spread = SpreadPlanes<kCodec>(planes);
+        for (int m = 0; m < 4; ++m) ASSERT_EQ(PairOf<kCodec>(spread, m), pairs[m]) << t << " " << k;
+        const CodePlanes built = PairsToPlanes<kCodec>(pairs);
+        ASSERT_EQ(built.lo, planes.lo) << t << " " << k;
+        ASSERT_EQ(built.hi, planes.hi) << t << " " << k;
+      }
+    }
+  }
+}
+
+TEST(CodePlanesTest, HostEncoderShardsReadBackAsTheGpuReadsThem) {
+  std::mt19937 rng(18);
+  for (int ws : {2, 4, 8}) {
+    ASSERT_NO_FATAL_FAILURE(ExpectHostShardReadsBack<Codec::kInt8>(ws, rng));
+    ASSERT_NO_FATAL_FAILURE(ExpectHostShardReadsBack<Codec::kInt6>(ws, rng));
+    ASSERT_NO_FATAL_FAILURE(ExpectHostShardReadsBack<Codec::kInt4>(ws, rng));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectHostShardReadsBack<Codec::kInt3>(2, rng));
 }
 
 }  // namespace
