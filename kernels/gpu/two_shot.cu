@@ -60,36 +60,33 @@ __global__ void __launch_bounds__(
   auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTileSlotBytes; };
 
   // This thread's input atoms of `tile`; atoms past the end read as zero
-  // (sizes are whole atoms). A prefetch keeps them as stored (converting
-  // would wait for the loads), else they are converted at once (converting
-  // later kept more registers live: the bf16-cast INT6 kernel at world size
-  // 8 spilled).
-  auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
-    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
-#pragma unroll
-    for (int i = 0; i < kTwoShotAtoms; ++i) {
-      const size_t off = base + i * kAtomStride;
-      if constexpr (C::kPrefetchInput) {
-        atoms[i] = off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
-      } else {
-        atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
-      }
-    }
+  // (sizes are whole atoms). FP prefetches the whole next tile as stored
+  // (converting would wait for the loads) and converts a shard when it
+  // encodes it; the integer codecs load and convert one shard at a time
+  // right before encoding it, so only that shard's atoms take registers
+  // (the whole tile's 32 registers next to the encode made the kernels
+  // spill; 4 blocks per multiprocessor keep enough loads in flight).
+  auto load_atom = [&](int tile, int i) {
+    const size_t off = static_cast<size_t>(tile) * kTileBytes + tid * 16 + i * kAtomStride;
+    return off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
   };
-  auto work_atom = [&](const Vec16& atom) {
-    if constexpr (C::kPrefetchInput) return Elem<kElem>::In(atom);
-    return atom;
+  auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
+#pragma unroll
+    for (int i = 0; i < kTwoShotAtoms; ++i) atoms[i] = load_atom(tile, i);
   };
 
-  // Phase 1 of a tile whose input atoms are `atoms`: shard r goes to rank
-  // r, row slot (block, my rank); my own shard stays in `own`. The caller
-  // raises the flags.
-  auto phase1 = [&](const Vec16(&atoms)[kTwoShotAtoms], uint32_t colour, Wire& own) {
+  // Phase 1 of `tile`: shard r goes to rank r, row slot (block, my rank); my
+  // own shard stays in `own`. `prefetched` holds the tile's input if
+  // C::kPrefetchInput. The caller raises the flags.
+  auto phase1 = [&](int tile, const Vec16(&prefetched)[kTwoShotAtoms], uint32_t colour, Wire& own) {
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       Vec16 shard[kA];
 #pragma unroll
-      for (int k = 0; k < kA; ++k) shard[k] = work_atom(atoms[r * kA + k]);
+      for (int k = 0; k < kA; ++k) {
+        shard[k] = Elem<kElem>::In(C::kPrefetchInput ? prefetched[r * kA + k]
+                                                     : load_atom(tile, r * kA + k));
+      }
       const Wire w = C::Encode(shard, tid);
       // Written unconditionally at r = 0 (exactly one r is my rank), so the
       // previous tile's `own` is dead here and takes no registers.
@@ -114,8 +111,8 @@ __global__ void __launch_bounds__(
   int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
   Vec16 input[kTwoShotAtoms];
   Wire own1;
-  load_input(tile, input);
-  phase1(input, colour, own1);
+  if (C::kPrefetchInput) load_input(tile, input);
+  phase1(tile, input, colour, own1);
   SignalAll<kWs>(p.flags1, row(colour), colour, p);
   for (; tile < p.num_tiles; tile += gridDim.x) {
     const uint32_t c = colour;
@@ -128,11 +125,8 @@ __global__ void __launch_bounds__(
     Wire src[kWs];
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      if (s == p.rank) {
-        src[s] = own1;
-      } else {
-        src[s] = C::Load(my_data1 + s * C::kShardWireBytes, tid);
-      }
+      const Wire loaded = s == p.rank ? own1 : C::Load(my_data1 + s * C::kShardWireBytes, tid);
+      src[s] = loaded;
     }
     Vec16 reduced[kA];
     C::Reduce(src, reduced);
@@ -153,8 +147,7 @@ __global__ void __launch_bounds__(
     // The next tile's phase 1 goes out while this tile's phase 2 arrives,
     // and one fence publishes both.
     if (C::kOverlapNextTile && more) {
-      load_input(tile + gridDim.x, input);
-      phase1(input, ++colour, own1);
+      phase1(tile + gridDim.x, input, ++colour, own1);
       SignalAllTwice<kWs>(p.flags2, row(c), c, p.flags1, row(colour), colour, p);
     } else {
       SignalAll<kWs>(p.flags2, row(c), c, p);
@@ -168,8 +161,7 @@ __global__ void __launch_bounds__(
       store_output(tile, s, C::Load(my_data2 + s * C::kShardWireBytes, tid));
     }
     if (!C::kOverlapNextTile && more) {
-      if (!C::kPrefetchInput) load_input(tile + gridDim.x, input);
-      phase1(input, ++colour, own1);
+      phase1(tile + gridDim.x, input, ++colour, own1);
       SignalAll<kWs>(p.flags1, row(colour), colour, p);
     }
   }
