@@ -5,7 +5,8 @@
 #   QR_SUITE picks parts; default "codec local backend sanitizer bench" on 2+
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
 #   and NCCL).
-#   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh).
+#   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
+#   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 # With exactly one GPU the multi-process parts (backend, demo) run their ranks
 # on it under NVIDIA MPS, which this script starts and stops, with
 # QR_ALLOW_SHARED_DEVICE=1 (docs/gpu-testing.md).
@@ -158,6 +159,23 @@ for p in $suite; do
         n=$(basename "$(dirname "$b")")
         [[ "$n" == bin ]] && n=real
         part "variant-$n" 300 "$b" "${variant_args[@]}" --csv "$out/variant-$n.csv" ${QR_VARIANT_ARGS:-}
+      done ;;
+    cost)
+      # The kernels' own cost on GPU 0 (tools/kernel_cost.h): the real
+      # kernels with every rank launched, and each staged variant; those that
+      # skip the waits time rank 0 alone (its SM-side cost). Two-shot at
+      # 4M,64M,256M and one-shot up to 4M; QR_COST_ALGOS picks algorithms,
+      # QR_COST_ARGS adds flags.
+      for b in .device/bin/qr-kernel-cost .device/variants/*/qr-kernel-cost; do
+        [[ -x "$b" ]] || continue
+        n=$(basename "$(dirname "$b")")
+        [[ "$n" == bin ]] && n=real
+        mode=shared
+        [[ "$n" == bare || "$n" == no_waits ]] && mode=alone
+        for algo in ${QR_COST_ALGOS:-two-shot one-shot}; do
+          part "cost-$n-$algo" 180 "$b" --algorithm "$algo" --mode "$mode" \
+            --csv "$out/cost-$n-$algo.csv" --json "$out/cost-$n-$algo.json" ${QR_COST_ARGS:-}
+        done
       done ;;
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;

@@ -47,7 +47,8 @@ while [[ "\$1" == --* ]]; do shift 2; done
 exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
-  for b in packed_codec_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench; do
+  for b in packed_codec_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench \
+    qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
@@ -144,4 +145,32 @@ grep -q "^mps-" "$c" && fail "MPS started with two GPUs"
 grep -q "^gpu_backend_test shared=unset mps= " "$c" || fail "two GPUs: backend saw the flag"
 grep -q "^qr-bench" "$c" || fail "two GPUs: no bench"
 grep -q "^qr-demo" "$c" && fail "two GPUs: demo is not a default part"
+# 6. The cost part: the real binary shared, the variants that skip waits
+# alone, the others shared, both algorithms each, outputs under $OUT; no MPS.
+d="$tmp/cost"
+make_tree "$d" 1
+for v in bare no_waits no_fences; do
+  mkdir -p "$d/.device/variants/$v"
+  sed "s/^echo \"qr-kernel-cost/echo \"qr-kernel-cost-$v/" "$d/.device/bin/qr-kernel-cost" \
+    >"$d/.device/variants/$v/qr-kernel-cost"
+  chmod +x "$d/.device/variants/$v/qr-kernel-cost"
+done
+run "$d" QR_SUITE=cost QR_COST_ARGS="--reps 3" || { cat "$d/suite.log"; fail "cost: suite failed"; }
+c="$d/calls.txt"
+grep -q "^mps-" "$c" && fail "cost started MPS"
+for algo in two-shot one-shot; do
+  grep -q "^qr-kernel-cost shared=unset mps= --algorithm $algo --mode shared --csv $d/out/cost-real-$algo.csv --json $d/out/cost-real-$algo.json --reps 3$" "$c" ||
+    { cat "$c"; fail "cost: real $algo not run shared with its outputs"; }
+  for v in bare no_waits; do
+    grep -q "^qr-kernel-cost-$v .* --algorithm $algo --mode alone --csv $d/out/cost-$v-$algo.csv" "$c" ||
+      { cat "$c"; fail "cost: $v $algo not run alone"; }
+  done
+  grep -q "^qr-kernel-cost-no_fences .* --algorithm $algo --mode shared --csv $d/out/cost-no_fences-$algo.csv" "$c" ||
+    { cat "$c"; fail "cost: no_fences $algo not run shared"; }
+done
+[[ $(grep -c "^qr-kernel-cost" "$c") -eq 8 ]] || { cat "$c"; fail "cost: not 8 runs"; }
+grep -q "cost-bare-one-shot: rc=0" "$d/out/summary.txt" || fail "cost: summary lacks the parts"
+run "$d" QR_SUITE=cost QR_COST_ALGOS=one-shot || fail "cost: QR_COST_ALGOS run failed"
+[[ $(grep -c "^qr-kernel-cost.* --algorithm two-shot" "$c") -eq 4 ]] ||
+  fail "cost: QR_COST_ALGOS=one-shot still ran two-shot"
 echo "PASS"

@@ -15,6 +15,7 @@ targets=(
   //ipc/broker:qr-broker
   //tools:qr-bench
   //tools:qr-demo
+  //tools:qr-kernel-cost
   //tests/reliability:qr-reliability
 )
 flags=(-c opt --dynamic_mode=off)
@@ -39,16 +40,25 @@ for b in .device/bin/*; do
     esac
   done
 done
-# Timing variants of qr-bench (docs/performance.md): QR_STAGE_VARIANTS="bare
-# no_waits no_fences" builds each into .device/variants/<name>/qr-bench. The
-# last build leaves the output base in the variant's configuration; the next
-# plain build recompiles what the define touches.
-for v in ${QR_STAGE_VARIANTS:-}; do
-  ./bazelw build "${flags[@]}" --define "qr_two_shot_variant=$v" //tools:qr-bench
+# Timing variants of qr-bench and qr-kernel-cost (docs/performance.md):
+# QR_STAGE_VARIANTS="bare no_waits no_fences" builds each into
+# .device/variants/<name>/; QR_STAGE_VARIANTS=1 means all three. The last
+# build leaves the output base in the variant's configuration; the next plain
+# build recompiles what the define touches.
+variants="${QR_STAGE_VARIANTS:-}"
+[[ "$variants" == 1 ]] && variants="bare no_waits no_fences"
+variant_targets=(//tools:qr-bench //tools:qr-kernel-cost)
+for v in $variants; do
+  ./bazelw build "${flags[@]}" --define "qr_two_shot_variant=$v" "${variant_targets[@]}"
   mkdir -p ".device/variants/$v"
-  cp "$bin/tools/qr-bench" ".device/variants/$v/"
+  for t in "${variant_targets[@]}"; do cp "$bin/tools/${t#//tools:}" ".device/variants/$v/"; done
 done
 
 chmod -R u+w .device
 du -sh .device
+# The device tool carries at most 64 MiB; every variant adds about 11 MiB.
+if (($(du -sk .device | cut -f1) > 64 * 1024)); then
+  echo "stage.sh: .device is over the 64 MiB the device tool carries; stage fewer variants" \
+    "(e.g. QR_STAGE_VARIANTS=\"bare no_waits\")" >&2
+fi
 ls -l .device/bin .device/lib

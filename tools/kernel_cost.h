@@ -1,0 +1,117 @@
+// qr-kernel-cost: what the all-reduce kernels cost on ONE GPU, every rank of
+// a LocalGroup on GPU 0 (kernels/gpu/local_group.h, gpus = 1). These are
+// kernel costs, not link measurements: peer stores land in the same HBM, and
+// ranks share the multiprocessors.
+//
+// Modes:
+//   shared  every rank's kernel is launched for each call (their waits are
+//           real); per-call time = elapsed of `iters` back-to-back calls /
+//           iters, events on the streams.
+//   alone   only rank 0's kernel is launched: one rank's own SM-side cost
+//           (stores to its peers included). Only a timing variant that skips
+//           the waits (TwoShotTimingVariant() "no_waits" or "bare") can run
+//           it; the real kernels would wait for peers that never come.
+// Launch: eager (one host launch per call) or graph (each rank's `iters`
+// calls captured into one graph and replayed: no host launch cost).
+//
+// This file is the host-side logic (flags, cells, statistics, outputs), pure
+// and tested in CI; kernel_cost_main.cc drives the GPU.
+#ifndef QR_TOOLS_KERNEL_COST_H_
+#define QR_TOOLS_KERNEL_COST_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/types.h"
+#include "tools/bench_options.h"
+
+namespace qr::cost {
+
+using bench::BenchDType;
+
+enum class CostMode : int { kShared = 0, kAlone = 1 };
+enum class CostLaunch : int { kEager = 0, kGraph = 1 };
+const char* CostModeName(CostMode mode);        // "shared", "alone"
+const char* CostLaunchName(CostLaunch launch);  // "eager", "graph"
+
+struct CostOptions {
+  std::vector<size_t> sizes;  // bytes, ascending, unique
+  std::vector<BenchDType> dtypes;
+  std::vector<Codec> regimes;  // two-shot only; one-shot sends exact values
+  Algorithm algorithm = Algorithm::kTwoShot;
+  CostMode mode = CostMode::kShared;
+  CostLaunch launch = CostLaunch::kEager;
+  int world_size = 2;
+  int reps = 7;    // timed repetitions per cell (best and median over them)
+  int iters = 0;   // calls per repetition; 0: bench::CallsPerBatch(bytes)
+  int warmup = 2;  // untimed repetitions first
+  std::string csv_path;
+  std::string json_path;
+  bool help = false;
+  std::vector<std::string> notes;  // adjustments worth telling the user
+};
+
+// argv[1..]. --sizes/--dtypes/--regimes/--world-size are read as qr-bench
+// reads them (bench::ParseBenchArgs, same messages). Defaults: sizes
+// 4M,64M,256M for two-shot and 4K,64K,256K,1M,4M for one-shot, every dtype,
+// FP..INT3 (INT3 left out at world size 4 and 8), two-shot, shared, eager,
+// world size 2. kInvalidArgument naming the flag for bad input, a one-shot
+// size above OneShotMaxBytes(world size), or --regimes with one-shot.
+[[nodiscard]] StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args);
+std::string CostUsage();
+
+// Whether this binary (its TwoShotTimingVariant(), "" for the real kernels)
+// can run the options: alone needs "no_waits" or "bare". kUnsupported
+// saying which binary to use otherwise.
+[[nodiscard]] Status CheckVariant(const CostOptions& o, std::string_view variant);
+
+// One thing to time; codec is kFp for one-shot.
+struct CostCell {
+  size_t bytes = 0;
+  BenchDType dtype = BenchDType::kFp16;
+  Codec codec = Codec::kFp;
+};
+// Sizes ascending, then dtypes, then regimes (one cell per size and dtype for
+// one-shot).
+std::vector<CostCell> PlanCostCells(const CostOptions& o);
+// Calls per repetition for a cell of `bytes`.
+int ItersFor(const CostOptions& o, size_t bytes);
+
+// A cell's per-call times, one per repetition (microseconds), summarised.
+struct CostResult {
+  CostCell cell;
+  int iters = 0;
+  std::vector<double> samples_us;
+  double best_us = 0;    // smallest sample
+  double median_us = 0;  // bench::Median
+  std::string error;     // non-empty: the cell failed (no times)
+};
+CostResult Summarize(const CostCell& cell, int iters, std::vector<double> samples_us);
+
+// What every output records about the run.
+struct CostRun {
+  CostOptions options;
+  std::string variant;  // "" = real kernels
+  std::string gpu;
+  int max_blocks = 0;
+  std::string command_line;
+  std::string date;  // ISO 8601 UTC
+};
+
+// The lines printed before the first cell: ranks share one GPU, kernel
+// costs not link measurements, the variant, the mode and method.
+std::string Banner(const CostRun& run);
+std::string CostTableHeader();
+std::string CostTableLine(const CostRun& run, const CostResult& r);
+// CSV with a header line; one line per result, trailing newlines.
+std::string CostCsvHeader();
+std::string CostCsvLine(const CostRun& run, const CostResult& r);
+// {"run": {...}, "results": [...]}, pretty-printed.
+std::string CostJson(const CostRun& run, const std::vector<CostResult>& results);
+
+}  // namespace qr::cost
+
+#endif  // QR_TOOLS_KERNEL_COST_H_

@@ -1,0 +1,222 @@
+#include "tools/kernel_cost.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/util/status_matchers.h"
+
+namespace qr::cost {
+namespace {
+
+using ::qr::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr size_t K = 1024;
+constexpr size_t M = K * K;
+
+TEST(KernelCostOptionsTest, DefaultsAreTwoShotSharedEveryDtypeAndRegime) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({}));
+  EXPECT_THAT(o.sizes, ElementsAre(4 * M, 64 * M, 256 * M));
+  EXPECT_THAT(o.dtypes, ElementsAre(BenchDType::kFp16, BenchDType::kBf16, BenchDType::kBf16Cast));
+  EXPECT_THAT(o.regimes,
+              ElementsAre(Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec::kInt3));
+  EXPECT_EQ(o.algorithm, Algorithm::kTwoShot);
+  EXPECT_EQ(o.mode, CostMode::kShared);
+  EXPECT_EQ(o.launch, CostLaunch::kEager);
+  EXPECT_EQ(o.world_size, 2);
+  EXPECT_FALSE(o.help);
+}
+
+TEST(KernelCostOptionsTest, ReadsEveryFlag) {
+  ASSERT_OK_AND_ASSIGN(
+      CostOptions o,
+      ParseCostArgs({"--sizes",  "64M,1M", "--dtypes", "bf16",           "--regimes",
+                     "INT4,FP",  "--mode", "alone",    "--launch=graph", "--world-size",
+                     "4",        "--reps", "3",        "--iters",        "9",
+                     "--warmup", "0",      "--csv",    "a.csv",          "--json",
+                     "a.json"}));
+  EXPECT_THAT(o.sizes, ElementsAre(1 * M, 64 * M));  // sorted, as qr-bench sorts
+  EXPECT_THAT(o.dtypes, ElementsAre(BenchDType::kBf16));
+  EXPECT_THAT(o.regimes, ElementsAre(Codec::kFp, Codec::kInt4));
+  EXPECT_EQ(o.mode, CostMode::kAlone);
+  EXPECT_EQ(o.launch, CostLaunch::kGraph);
+  EXPECT_EQ(o.world_size, 4);
+  EXPECT_EQ(o.reps, 3);
+  EXPECT_EQ(o.iters, 9);
+  EXPECT_EQ(o.warmup, 0);
+  EXPECT_EQ(o.csv_path, "a.csv");
+  EXPECT_EQ(o.json_path, "a.json");
+}
+
+TEST(KernelCostOptionsTest, Int3IsLeftOutAboveWorldSizeTwoUnlessAskedFor) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--world-size", "8"}));
+  EXPECT_THAT(o.regimes, ElementsAre(Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4));
+  EXPECT_THAT(o.notes, ElementsAre(HasSubstr("INT3")));
+  EXPECT_THAT(ParseCostArgs({"--world-size", "8", "--regimes", "INT3"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("INT3")));
+}
+
+TEST(KernelCostOptionsTest, OneShotHasItsOwnSizesAndNoCodec) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--algorithm", "one-shot"}));
+  EXPECT_THAT(o.sizes, ElementsAre(4 * K, 64 * K, 256 * K, 1 * M, 4 * M));
+  EXPECT_THAT(o.regimes, ElementsAre(Codec::kFp));
+  // 4 MiB is the one-shot maximum at world size 2, 1 MiB at 8.
+  EXPECT_THAT(ParseCostArgs({"--algorithm", "one-shot", "--sizes", "64M"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("at most 4M")));
+  EXPECT_THAT(ParseCostArgs({"--algorithm", "one-shot", "--world-size", "8", "--sizes", "2M"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("at most 1M at world size 8")));
+  EXPECT_THAT(ParseCostArgs({"--algorithm", "one-shot", "--regimes", "INT4"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("--regimes")));
+}
+
+TEST(KernelCostOptionsTest, BadInputNamesTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {{"--sizes", "3"}, "--sizes"},
+      {{"--sizes", "4M,"}, "--sizes"},
+      {{"--dtypes", "fp32"}, "fp16, bf16, bf16cast"},
+      {{"--regimes", "INT5"}, "FP, INT8"},
+      {{"--world-size", "3"}, "--world-size"},
+      {{"--algorithm", "three-shot"}, "two-shot, one-shot"},
+      {{"--mode", "lonely"}, "shared, alone"},
+      {{"--launch", "lazy"}, "eager, graph"},
+      {{"--reps", "0"}, "--reps"},
+      {{"--iters", "-1"}, "--iters"},
+      {{"--frobnicate"}, "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ParseCostArgs(c.args), StatusIs(StatusCode::kInvalidArgument, HasSubstr(c.needle)))
+        << c.args[0];
+  }
+}
+
+TEST(KernelCostOptionsTest, HelpListsTheFlags) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--help"}));
+  EXPECT_TRUE(o.help);
+  const std::string usage = CostUsage();
+  for (const char* flag : {"--sizes", "--dtypes", "--regimes", "--algorithm", "--mode", "--launch",
+                           "--world-size", "--reps", "--iters", "--csv", "--json"}) {
+    EXPECT_THAT(usage, HasSubstr(flag));
+  }
+}
+
+TEST(KernelCostVariantTest, AloneNeedsAVariantThatSkipsTheWaits) {
+  ASSERT_OK_AND_ASSIGN(CostOptions alone, ParseCostArgs({"--mode", "alone"}));
+  EXPECT_OK(CheckVariant(alone, "bare"));
+  EXPECT_OK(CheckVariant(alone, "no_waits"));
+  EXPECT_THAT(CheckVariant(alone, ""),
+              StatusIs(StatusCode::kUnsupported, HasSubstr("the real kernels")));
+  EXPECT_THAT(CheckVariant(alone, "no_fences"),
+              StatusIs(StatusCode::kUnsupported, HasSubstr("no_fences variant")));
+  ASSERT_OK_AND_ASSIGN(CostOptions shared, ParseCostArgs({}));
+  for (const char* v : {"", "bare", "no_waits", "no_fences"}) EXPECT_OK(CheckVariant(shared, v));
+}
+
+TEST(KernelCostPlanTest, CellsInSizeDtypeRegimeOrder) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--sizes", "4M,1M", "--dtypes", "fp16,bf16",
+                                                     "--regimes", "FP,INT4"}));
+  const auto cells = PlanCostCells(o);
+  ASSERT_EQ(cells.size(), 8u);
+  EXPECT_EQ(cells[0].bytes, 1 * M);
+  EXPECT_EQ(cells[0].dtype, BenchDType::kFp16);
+  EXPECT_EQ(cells[0].codec, Codec::kFp);
+  EXPECT_EQ(cells[1].codec, Codec::kInt4);
+  EXPECT_EQ(cells[2].dtype, BenchDType::kBf16);
+  EXPECT_EQ(cells[4].bytes, 4 * M);
+
+  ASSERT_OK_AND_ASSIGN(CostOptions one, ParseCostArgs({"--algorithm", "one-shot", "--sizes",
+                                                       "4K,1M", "--dtypes", "fp16,bf16"}));
+  EXPECT_EQ(PlanCostCells(one).size(), 4u);  // one cell per size and dtype
+}
+
+TEST(KernelCostPlanTest, ItersFollowTheFlagOrTheBenchDefault) {
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({}));
+  EXPECT_EQ(ItersFor(o, 4 * M), 50);
+  EXPECT_EQ(ItersFor(o, 64 * M), 4);
+  EXPECT_EQ(ItersFor(o, 256 * M), 2);
+  o.iters = 7;
+  EXPECT_EQ(ItersFor(o, 256 * M), 7);
+}
+
+TEST(KernelCostResultTest, BestAndMedianOfTheSamples) {
+  const CostResult r = Summarize({4 * M, BenchDType::kFp16, Codec::kInt4}, 10, {9, 3, 5, 4});
+  EXPECT_DOUBLE_EQ(r.best_us, 3);
+  EXPECT_DOUBLE_EQ(r.median_us, 4.5);
+  EXPECT_EQ(r.iters, 10);
+  EXPECT_THAT(r.samples_us, ElementsAre(9, 3, 5, 4));
+  const CostResult none = Summarize({}, 1, {});
+  EXPECT_EQ(none.best_us, 0);
+}
+
+CostRun TestRun(const std::vector<std::string>& args, const std::string& variant) {
+  CostRun run;
+  run.options = *ParseCostArgs(args);
+  run.variant = variant;
+  run.gpu = "GPU 0 at 0000:19:00.0";
+  run.max_blocks = 264;
+  run.command_line = "qr-kernel-cost";
+  run.date = "2026-12-01T15:00:00Z";
+  return run;
+}
+
+TEST(KernelCostOutputTest, BannerSaysTheRanksShareOneGpu) {
+  const std::string b = Banner(TestRun({"--mode", "alone"}, "bare"));
+  EXPECT_THAT(b, HasSubstr("2 ranks SHARE ONE GPU"));
+  EXPECT_THAT(b, HasSubstr("not link measurements"));
+  EXPECT_THAT(b, HasSubstr("kernels: bare (timing variant, wrong results)"));
+  EXPECT_THAT(b, HasSubstr("mode alone (rank 0's kernel only)"));
+  EXPECT_THAT(Banner(TestRun({}, "")), HasSubstr("kernels: real (real kernels)"));
+}
+
+TEST(KernelCostOutputTest, CsvHasOneLinePerResultAndEmptyTimesOnFailure) {
+  const CostRun run = TestRun({"--mode", "alone", "--launch", "graph"}, "bare");
+  CostResult ok = Summarize({64 * M, BenchDType::kFp16, Codec::kInt4}, 4, {60.8, 61.0, 62.0});
+  CostResult bad = Summarize({256 * M, BenchDType::kBf16, Codec::kInt3}, 2, {});
+  bad.error = "rank 0's kernel gave up (timeout), again\nand again";
+  EXPECT_EQ(CostCsvHeader(),
+            "algorithm,mode,launch,variant,world_size,bytes,dtype,regime,iters,reps,best_us,"
+            "median_us,algbw_gbps,error\n");
+  EXPECT_EQ(CostCsvLine(run, ok),
+            "two-shot,alone,graph,bare,2,67108864,fp16,INT4,4,3,60.800,61.000,1103.76,\n");
+  EXPECT_EQ(CostCsvLine(run, bad),
+            "two-shot,alone,graph,bare,2,268435456,bf16,INT3,2,0,,,,rank 0's kernel gave up "
+            "(timeout); again and again\n");
+  const CostRun one = TestRun({"--algorithm", "one-shot"}, "");
+  EXPECT_EQ(CostCsvLine(one, Summarize({4 * K, BenchDType::kBf16, Codec::kFp}, 50, {3.0})),
+            "one-shot,shared,eager,real,2,4096,bf16,exact,50,1,3.000,3.000,1.37,\n");
+}
+
+TEST(KernelCostOutputTest, JsonRecordsTheRunAndEveryResult) {
+  const CostRun run = TestRun({}, "");
+  CostResult ok = Summarize({4 * M, BenchDType::kFp16, Codec::kFp}, 50, {10, 12});
+  CostResult bad = Summarize({4 * M, BenchDType::kFp16, Codec::kInt8}, 50, {});
+  bad.error = "boom";
+  const auto j = nlohmann::json::parse(CostJson(run, {ok, bad}));
+  EXPECT_EQ(j["run"]["variant"], "real");
+  EXPECT_EQ(j["run"]["mode"], "shared");
+  EXPECT_EQ(j["run"]["max_blocks"], 264);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][0]["best_us"], 10.0);
+  EXPECT_EQ(j["results"][0]["median_us"], 11.0);
+  EXPECT_EQ(j["results"][0]["regime"], "FP");
+  EXPECT_FALSE(j["results"][1].contains("best_us"));
+  EXPECT_EQ(j["results"][1]["error"], "boom");
+}
+
+TEST(KernelCostOutputTest, TableLineShowsTimesOrTheFailure) {
+  const CostRun run = TestRun({}, "");
+  CostResult ok = Summarize({64 * M, BenchDType::kBf16Cast, Codec::kInt6}, 4, {100, 101});
+  EXPECT_THAT(CostTableLine(run, ok), HasSubstr("64M bf16cast   INT6"));
+  EXPECT_THAT(CostTableLine(run, ok), HasSubstr("100.00"));
+  ok.error = "boom";
+  EXPECT_THAT(CostTableLine(run, ok), HasSubstr("FAILED: boom"));
+}
+
+}  // namespace
+}  // namespace qr::cost
