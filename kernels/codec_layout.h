@@ -8,24 +8,29 @@
 //   atom      8 consecutive values = 16 bytes of fp16/bf16, what one GPU thread
 //             loads with one 16-byte access; a block is 4 atoms (4 threads);
 //   atom row  256 atoms = 2048 values = 64 blocks, what a 256-thread GPU
-//             block holds with one atom per thread. Wire data is laid out per
-//             atom row; a span of values is a sequence of atom rows.
+//             block holds with one atom per thread. A shard is a sequence
+//             of atom rows, laid out on the wire as one unit (below).
 //
-// Wire layout of one atom row (t = atom/thread 0..255, b = block 0..63,
-// u_j = unsigned code of value j of the atom, j = 0..7, little-endian):
-//   FP    [0,4096)    atom t's 8 raw 16-bit values at 16*t
-//   INT8  [0,2048)    atom t at 8*t: byte j = u_j
-//         [2048,2176) scale of block b at 2048 + 2*b
-//   INT6  [0,1024)    atom t at 4*t: uint32, bits [4j,4j+4) = u_j & 15
-//         [1024,1536) atom t at 1024 + 2*t: uint16, bits [2j,2j+2) = u_j >> 4
-//         [1536,1664) scales
-//   INT4  [0,1024)    atom t at 4*t: uint32, bits [4j,4j+4) = u_j
-//         [1024,1152) scales
-//   INT3  [0,512)     atom t at 2*t: uint16, bits [2j,2j+2) = u_j & 3
-//         [512,768)   atom t at 512 + t: uint8, bit j = u_j >> 2
-//         [768,896)   scales
-// Bytes per 32 values: FP 64, INT8 34, INT6 26, INT4 18, INT3 14
-// (16, 8.5, 6.5, 4.5, 3.5 bits per value).
+// Wire layout v2 (docs/codecs.md section 2): the unit is a shard of
+// kA = ShardAtomRows(ws) = 8/ws atom rows (k = 0..kA-1 the row inside the
+// shard, t = atom/thread 0..255, b = block 0..63 of the row, lb / hb =
+// LowPlaneAtomBytes / HighPlaneAtomBytes, u_j = unsigned code of value j
+// of the atom, pair m = values 2m, 2m+1, all words little-endian):
+//   FP          the shard's raw 16-bit values in value order
+//   low plane   [0, 256 lb kA)               atom (k, t) at t lb kA + k lb
+//   high plane  [256 lb kA, 256 (lb+hb) kA)  atom (k, t) at 256 lb kA + t hb kA + k hb
+//   scales      [256 (lb+hb) kA, kA R)       (k, b) at 256 (lb+hb) kA + (b kA + k) 2,
+//                                            stored | kScaleWireFlag
+// Bits inside an atom's plane words:
+//   INT8  8 bytes, byte j = u_j
+//   INT4  uint32: bits [4m, 4m+4) = u_2m, [16+4m, 20+4m) = u_2m+1
+//   INT6  uint32 as INT4 with u_j & 15; uint16: bits [2m, 2m+2) = u_2m >> 4,
+//         [8+2m, 10+2m) = u_2m+1 >> 4
+//   INT3  uint16: bits [2m, 2m+2) = u_2m & 3, [8+2m, 10+2m) = u_2m+1 & 3;
+//         uint8: bit m = u_2m >> 2, bit 4+m = u_2m+1 >> 2
+// R = AtomRowWireBytes: FP 4096, INT8 2176, INT6 1664, INT4 1152, INT3 896;
+// bytes per 32 values FP 64, INT8 34, INT6 26, INT4 18, INT3 14 (16, 8.5,
+// 6.5, 4.5, 3.5 bits per value).
 //
 #ifndef QR_KERNELS_CODEC_LAYOUT_H_
 #define QR_KERNELS_CODEC_LAYOUT_H_
@@ -95,8 +100,10 @@ constexpr int HighPlaneAtomBytes(Codec codec) {
   return (CodecBits(codec) - LowPlaneBits(codec)) * kAtomElems / 8;
 }
 
-// Offsets inside an atom row (integer codecs): where the second code plane
-// (INT6 high bits, INT3 high bit) starts, 0 without one.
+// Layout v1's offsets inside one atom row (the high plane after 256 atoms'
+// low-plane words, then 64 scale words), kept while kernels/gpu/codecs.cuh
+// still reads them; layout v2 uses the Shard* offsets below. Where the
+// second code plane (INT6 high bits, INT3 high bit) starts, 0 without one.
 constexpr int64_t HighPlaneOffset(Codec codec) {
   return HasHighPlane(codec) ? int64_t{kAtomRowAtoms} * LowPlaneAtomBytes(codec) : 0;
 }
@@ -108,7 +115,7 @@ constexpr int64_t AtomRowWireBytes(Codec codec) {
   return codec == Codec::kFp ? codes : codes + int64_t{kAtomRowBlocks} * kScaleBytes;
 }
 
-// Where the scales start (integer codecs).
+// Where layout v1's scales start (integer codecs).
 constexpr int64_t ScaleOffset(Codec codec) {
   return AtomRowWireBytes(codec) - kAtomRowBlocks * kScaleBytes;
 }

@@ -273,15 +273,15 @@ TEST(CodecLayoutV2Test, GoldenInt3) {
 // RN16(k (1 + 2^-10)): -7 -> -7.0068 -> -7 - 2^-7 (spacing 2^-8 in [4, 8)),
 // -2 and 1 exact.
 TEST(CodecLayoutV2Test, GoldenPackedInt4) {
-  const auto w = EncodeOneAtom(Codec::kInt4, DType::kFloat16, 2,
-                               {-7, -2.5, -0.5, 0, 0.5, 1.5, 7, 7.5});
+  const auto w =
+      EncodeOneAtom(Codec::kInt4, DType::kFloat16, 2, {-7, -2.5, -0.5, 0, 0.5, 1.5, 7, 7.5});
   // u = 1, 6, 8, 8, 8, 9, 15, 15.
   EXPECT_EQ(U32At(w, (5 * 4 + 1) * 4), 0xF986F881u);
   EXPECT_EQ(U16At(w, 4096 + (1 * 4 + 1) * 2), 0x8000 | 0x4401);
   std::vector<float> out(ShardElems(2));
   DecodeShard(Codec::kInt4, DType::kFloat16, 2, w.data(), out.data());
-  const float expected[] = {-7.0078125f, -2.001953125f, 0, 0, 0, 1.0009765625f, 7.0078125f,
-                            7.0078125f};
+  const float expected[] = {-7.0078125f, -2.001953125f, 0,          0,
+                            0,           1.0009765625f, 7.0078125f, 7.0078125f};
   for (int j = 0; j < 8; ++j) EXPECT_EQ(out[2048 + 40 + j], expected[j]) << j;
 }
 
