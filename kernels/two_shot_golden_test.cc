@@ -15,6 +15,7 @@
 //   output digest from before, only its wire bytes moved (layout v2, scale
 //   words flagged; FP's bytes did not change either). The wire digests are
 //   new with that change.
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -142,20 +143,11 @@ constexpr Golden kGolden[] = {
 #include "kernels/two_shot_golden.inc"
 };
 
+// "kInt4" for INT4, "kFp" for FP: the enumerator's name.
 std::string CodecEnumName(Codec c) {
-  switch (c) {
-    case Codec::kFp:
-      return "kFp";
-    case Codec::kInt8:
-      return "kInt8";
-    case Codec::kInt6:
-      return "kInt6";
-    case Codec::kInt4:
-      return "kInt4";
-    case Codec::kInt3:
-      return "kInt3";
-  }
-  return "?";
+  std::string name = CodecName(c);
+  for (size_t i = 1; i < name.size(); ++i) name[i] = static_cast<char>(std::tolower(name[i]));
+  return "k" + name;
 }
 
 TEST(TwoShotGoldenTest, OutputsAndWireBytesMatchPinnedDigests) {

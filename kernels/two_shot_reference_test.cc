@@ -359,6 +359,37 @@ TEST(TwoShotArithmeticTest, Fp32FormatsKeepTheirValues) {
   }
 }
 
+// The bound of a call is its format's: TwoShotErrorBound picks the packed
+// arithmetic (packed::TwoShotErrorBound's) exactly for the packed formats,
+// the fp32 one (TwoShotArithmetic{}) otherwise, and the two differ.
+TEST(TwoShotBoundOfACallTest, IsTheBoundOfTheFormatsArithmetic) {
+  const double absmax[] = {3.0, 1.5, 0.25, 7.0, 2.0, 0.5, 1.0, 4.0};
+  const double element[] = {1.0, 1.5, 0.125, 6.0, 0.5, 0.25, 1.0, 3.0};
+  for (int ws : {2, 4, 8}) {
+    double exact = 0;
+    for (int r = 0; r < ws; ++r) exact += element[r];
+    for (Codec codec : kAllCodecs) {
+      if (codec == Codec::kInt3 && ws != 2) continue;
+      for (Mode mode : kModes) {
+        const TwoShotParams p = MakeParams(ws, codec, mode, 8);
+        const double bound =
+            TwoShotErrorBound(codec, p.dtype, p.cast_bf16_to_fp16, ws, absmax, element, exact);
+        const double fp32 = TwoShotErrorBound(TwoShotArithmetic{}, codec, p.dtype,
+                                              p.cast_bf16_to_fp16, ws, absmax, element, exact);
+        const std::string name =
+            std::string(CodecName(codec)) + " " + ModeName(mode) + " ws" + std::to_string(ws);
+        if (UsesPackedArithmetic(codec, WorkDType(p.dtype, p.cast_bf16_to_fp16))) {
+          EXPECT_EQ(bound, packed::TwoShotErrorBound(codec, p.dtype, ws, absmax, element, exact))
+              << name;
+          EXPECT_NE(bound, fp32) << name;
+        } else {
+          EXPECT_EQ(bound, fp32) << name;
+        }
+      }
+    }
+  }
+}
+
 class TwoShotBoundTest : public ::testing::TestWithParam<std::tuple<Codec, Mode>> {};
 
 // >= 10^7 random input values per codec and dtype (world size 2: 2 x 5.0e6;
