@@ -1,11 +1,17 @@
-// Bit shuffles between the integer codecs' bit planes and words that hold
-// one code per byte. The planes are kernels/codec.h's: code j of an atom
-// (8 codes) at bits 4j of the INT4 word and of the INT6 low plane, 2j of the
-// INT6 high plane (its bits 4-5) and of the INT3 low plane (bits 0-1), and
-// bit j of the INT3 high plane (bit 2). The byte words split an atom by
-// parity: `even` holds codes 0, 2, 4, 6 in bytes 0-3, `odd` codes 1, 3, 5, 7.
-// A byte permutation then moves a code to or from a byte in one operation
-// (kernels/gpu/codecs.cuh), where the planes need a shift and a mask per code.
+// The bits inside one atom's plane words in wire layout v2 (docs/codecs.md
+// section 2), between them and the codes as the packed arithmetic holds
+// them: pair m = u_{2m} | u_{2m+1} << 16 (m = 0..3; the even value of an
+// fp16x2 word in the low half, the odd one in the high half, as the values
+// themselves sit in the input words). The layout was chosen for this: a GPU
+// gets pair m back from the planes with one shift and one mask (plus an OR
+// of the high plane's bits), and builds the planes with a shift and an OR
+// per pair.
+//   INT4  lo uint32: bits [4m, 4m+4) = u_{2m}, bits [16+4m, 20+4m) = u_{2m+1}
+//   INT6  lo uint32 as INT4 with u & 15; hi uint16: bits [2m, 2m+2) = u_{2m} >> 4,
+//         bits [8+2m, 10+2m) = u_{2m+1} >> 4
+//   INT3  lo uint16: bits [2m, 2m+2) = u_{2m} & 3, bits [8+2m, 10+2m) = u_{2m+1} & 3;
+//         hi uint8: bit m = u_{2m} >> 2, bit 4+m = u_{2m+1} >> 2
+// (INT8 keeps one code per byte; kernels/gpu/codecs.cuh moves its bytes.)
 //
 // constexpr, so the device code and a host test (code_planes_test.cc) run the
 // same functions.
@@ -18,67 +24,67 @@
 
 namespace qr::kernels::gpu {
 
-// Nibble k of x (bits 0-15) into byte k.
-constexpr uint32_t NibblesToBytes(uint32_t x) {
-  x = (x | (x << 8)) & 0x00FF00FFu;
-  return (x | (x << 4)) & 0x0F0F0F0Fu;
-}
-
-// Byte k of x (each < 16) into nibble k; the inverse of NibblesToBytes.
-constexpr uint32_t BytesToNibbles(uint32_t x) {
-  x = (x | (x >> 4)) & 0x00FF00FFu;
-  return (x | (x >> 8)) & 0x0000FFFFu;
-}
-
-// Bit 2k of x (bits 0-7) into bit 2 of byte k: the multiply's partial
-// products shift bit 2k by 6k + 2; the other products land on bits no target
-// uses, and their carries reach only odd bits.
-constexpr uint32_t EvenBitsToByteBit2(uint32_t x) {
-  return ((x & 0x55u) * 0x00104104u) & 0x04040404u;
-}
-
-// Bit 0 of byte k of x (x & 0x01010101) into bit 2k: the partial products
-// move bit 8k to bit 18 + 2k; the others miss bits 18-24 and carry only into
-// odd bits.
-constexpr uint32_t ByteBit0ToEvenBits(uint32_t x) { return ((x * 0x00041041u) >> 18) & 0x55u; }
-
-// An atom's planes (INT4: lo only; INT6: lo 32 bits, hi 16; INT3: lo 16, hi
-// 8) from its codes as bytes.
+// An atom's planes (INT4: lo only; INT6: lo 32 bits, hi 16; INT3: lo 16, hi 8).
 struct CodePlanes {
   uint32_t lo = 0, hi = 0;
 };
 
+// Bytes 0 and 2 of x into bytes 0 and 1 (the high plane words: the even
+// codes' bits sit in byte 0 of the pairs' sum, the odd ones' in byte 2).
+constexpr uint32_t Bytes02To01(uint32_t x) { return (x & 0xFFu) | ((x >> 8) & 0xFF00u); }
+// The inverse: bytes 0 and 1 into bytes 0 and 2.
+constexpr uint32_t Bytes01To02(uint32_t x) { return (x & 0xFFu) | ((x & 0xFF00u) << 8); }
+
 template <Codec kCodec>
-constexpr CodePlanes CodeBytesToPlanes(uint32_t even, uint32_t odd) {
+constexpr CodePlanes PairsToPlanes(const uint32_t (&pairs)[4]) {
   static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 || kCodec == Codec::kInt3);
   CodePlanes p;
   if constexpr (kCodec == Codec::kInt4) {
-    p.lo = even | (odd << 4);
+    for (int m = 0; m < 4; ++m) p.lo |= pairs[m] << (4 * m);
   } else if constexpr (kCodec == Codec::kInt6) {
-    p.lo = (even & 0x0F0F0F0Fu) | ((odd & 0x0F0F0F0Fu) << 4);
-    p.hi =
-        BytesToNibbles((even >> 4) & 0x03030303u) | (BytesToNibbles((odd >> 4) & 0x03030303u) << 2);
+    uint32_t hi = 0;
+    for (int m = 0; m < 4; ++m) {
+      p.lo |= (pairs[m] & 0x000F000Fu) << (4 * m);
+      hi |= ((pairs[m] >> 4) & 0x00030003u) << (2 * m);
+    }
+    p.hi = Bytes02To01(hi);
   } else {
-    p.lo = BytesToNibbles(even & 0x03030303u) | (BytesToNibbles(odd & 0x03030303u) << 2);
-    p.hi = ByteBit0ToEvenBits((even >> 2) & 0x01010101u) |
-           (ByteBit0ToEvenBits((odd >> 2) & 0x01010101u) << 1);
+    uint32_t lo = 0, hi = 0;
+    for (int m = 0; m < 4; ++m) {
+      lo |= (pairs[m] & 0x00030003u) << (2 * m);
+      hi |= ((pairs[m] >> 2) & 0x00010001u) << m;
+    }
+    p.lo = Bytes02To01(lo);
+    p.hi = (hi & 0xFu) | ((hi >> 12) & 0xF0u);
   }
   return p;
 }
 
-// The inverse: `even` and `odd` from an atom's planes (hi unused for INT4).
+// The planes spread so that PairOf is one shift and mask per plane: INT6's
+// and INT3's 16-bit words with their odd codes' byte moved to byte 2, INT3's
+// high byte with its odd nibble moved to bits 16-19. Once per atom.
 template <Codec kCodec>
-constexpr void PlanesToCodeBytes(uint32_t lo, uint32_t hi, uint32_t& even, uint32_t& odd) {
+constexpr CodePlanes SpreadPlanes(CodePlanes p) {
+  static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 || kCodec == Codec::kInt3);
+  if constexpr (kCodec == Codec::kInt6) {
+    p.hi = Bytes01To02(p.hi);
+  } else if constexpr (kCodec == Codec::kInt3) {
+    p.lo = Bytes01To02(p.lo);
+    p.hi = (p.hi & 0xFu) | ((p.hi & 0xF0u) << 12);
+  }
+  return p;
+}
+
+// Pair m of an atom from its SpreadPlanes.
+template <Codec kCodec>
+constexpr uint32_t PairOf(const CodePlanes& spread, int m) {
   static_assert(kCodec == Codec::kInt4 || kCodec == Codec::kInt6 || kCodec == Codec::kInt3);
   if constexpr (kCodec == Codec::kInt4) {
-    even = lo & 0x0F0F0F0Fu;
-    odd = (lo >> 4) & 0x0F0F0F0Fu;
+    return (spread.lo >> (4 * m)) & 0x000F000Fu;
   } else if constexpr (kCodec == Codec::kInt6) {
-    even = (lo & 0x0F0F0F0Fu) | (NibblesToBytes(hi & 0x3333u) << 4);
-    odd = ((lo >> 4) & 0x0F0F0F0Fu) | (NibblesToBytes((hi >> 2) & 0x3333u) << 4);
+    return ((spread.lo >> (4 * m)) & 0x000F000Fu) | (((spread.hi >> (2 * m)) & 0x00030003u) << 4);
   } else {
-    even = NibblesToBytes(lo & 0x3333u) | EvenBitsToByteBit2(hi);
-    odd = NibblesToBytes((lo >> 2) & 0x3333u) | EvenBitsToByteBit2(hi >> 1);
+    return ((spread.lo >> (2 * m)) & 0x00030003u) | (((spread.hi >> m) & 0x00010001u) << 2);
   }
 }
 

@@ -36,25 +36,35 @@ QR_HOST_DEVICE_INLINE constexpr PackedConstants PackedConstantsFor(int bits) {
 
 // Codes of two values x (fp16x2) against the block's multiplier e (fp16x2):
 // u = Q + rint_even(x * e) in each half's low 10 bits (the fp16 1024 + u).
-QR_DEVICE_INLINE uint32_t QuantizePair(const PackedConstants& c, uint32_t x, uint32_t e) {
+QR_DEVICE_INLINE uint32_t QuantizePair(PackedConstants c, uint32_t x, uint32_t e) {
   return platform::FmaRnHalf2(x, e, c.magic) & 0x03FF03FFu;
 }
 
 // k / 2^s of two codes (u in each half's low bits), exact.
-QR_DEVICE_INLINE uint32_t CodeValuePair(const PackedConstants& c, uint32_t codes) {
+QR_DEVICE_INLINE uint32_t CodeValuePair(PackedConstants c, uint32_t codes) {
   return platform::AddRnHalf2(codes | c.code_top, c.unbias);
 }
 
 // x' = RN16((k / 2^s) * d~) for two codes and their scale words.
-QR_DEVICE_INLINE uint32_t DecodePair(const PackedConstants& c, uint32_t codes, uint32_t scale) {
+QR_DEVICE_INLINE uint32_t DecodePair(PackedConstants c, uint32_t codes, uint32_t scale) {
   return platform::MulRnHalf2(CodeValuePair(c, codes), scale);
 }
 
 // y = RN16((k1 / 2^s) * d~1 + x'0): rank 1's codes folded into rank 0's
 // decoded values, one rounding per half.
-QR_DEVICE_INLINE uint32_t FusedReducePair(const PackedConstants& c, uint32_t codes1,
-                                          uint32_t scale1, uint32_t decoded0) {
+QR_DEVICE_INLINE uint32_t FusedReducePair(PackedConstants c, uint32_t codes1, uint32_t scale1,
+                                          uint32_t decoded0) {
   return platform::FmaRnHalf2(CodeValuePair(c, codes1), scale1, decoded0);
+}
+
+// sat16 of two fp16 results of finite operands: an infinite half (an exact
+// result at or past 65520 in magnitude, rounded to inf) becomes ±65504, the
+// saturated value the definition gives; others are kept. An all-ones
+// exponent plus one carries into the half's top bit; inf - 1 is 65504 with
+// the same sign. (A NaN half is changed too: callers replace NaN results.)
+QR_HOST_DEVICE_INLINE constexpr uint32_t SaturateInfPair(uint32_t w) {
+  const uint32_t special = ((w & 0x7C007C00u) + 0x04000400u) & 0x80008000u;
+  return w - (special >> 15);
 }
 
 }  // namespace qr::kernels::gpu

@@ -18,13 +18,12 @@ __global__ void __launch_bounds__(
   constexpr int kA = kTwoShotAtoms / kWs;  // atoms per rank shard
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   using C = CodecT<kBf16, kA>;
+  using Wire = typename C::Wire;
   static_assert(C::kShardWireBytes * kWs <= static_cast<size_t>(kTileSlotBytes), "slot too small");
 
   // A rank that gave up drains every later call at once (sticky error). One
   // thread reads the flag (device memory) for the whole block.
   __shared__ uint32_t gave_up;
-  __shared__ uint4 stage_words[kTwoShotStageBytes / 16];  // 16-byte aligned
-  char* stage = reinterpret_cast<char*>(stage_words);
   if (threadIdx.x == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
@@ -41,6 +40,11 @@ __global__ void __launch_bounds__(
   // after reduce(i) and wait1(i); we send2(i+2) after wait1(i+2), and a peer
   // raises flag1(i+2) after decode(i) and wait2(i). Colours continue across
   // calls, so the rows keep alternating through kernel boundaries.
+  //
+  // A rank's own shard never goes through memory: the Wire of its phase-1
+  // shard stays in registers until the reduce, and its phase-2 shard is
+  // decoded from registers (the same words the peers receive, so every rank
+  // still decodes the same bits). Its slots in its own buffer go unused.
   auto row = [&](uint32_t colour) { return blockIdx.x * 2 + (colour & 1u); };
   auto flags = [&](size_t offset, uint32_t colour) {
     return reinterpret_cast<const uint32_t*>(p.buffers[p.rank] + offset) +
@@ -49,45 +53,59 @@ __global__ void __launch_bounds__(
   auto slot = [&](uint32_t colour) { return static_cast<size_t>(row(colour)) * kTileSlotBytes; };
 
   // This thread's input atoms of `tile`; atoms past the end read as zero
-  // (sizes are whole atoms). A prefetch keeps them as stored (converting
-  // would wait for the loads), else they are converted at once (converting
-  // later kept more registers live: the bf16-cast INT6 kernel at world size
-  // 8 spilled).
-  auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
-    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
-#pragma unroll
-    for (int i = 0; i < kTwoShotAtoms; ++i) {
-      const size_t off = base + i * kAtomStride;
-      if constexpr (C::kPrefetchInput) {
-        atoms[i] = off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
-      } else {
-        atoms[i] = off < p.bytes ? Elem<kElem>::In(platform::LoadInput16(p.in + off)) : Vec16{};
-      }
-    }
+  // (sizes are whole atoms). FP prefetches the whole next tile as stored
+  // (converting would wait for the loads) and converts a shard when it
+  // encodes it; the integer codecs load and convert one shard at a time
+  // right before encoding it, so only that shard's atoms take registers
+  // (the whole tile's 32 registers next to the encode made the kernels
+  // spill; 4 blocks per multiprocessor keep enough loads in flight).
+  auto load_atom = [&](int tile, int i) {
+    const size_t off = static_cast<size_t>(tile) * kTileBytes + tid * 16 + i * kAtomStride;
+    return off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
   };
-  auto work_atom = [&](const Vec16& atom) {
-    if constexpr (C::kPrefetchInput) return Elem<kElem>::In(atom);
-    return atom;
+  auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
+#pragma unroll
+    for (int i = 0; i < kTwoShotAtoms; ++i) atoms[i] = load_atom(tile, i);
   };
 
-  // Phase 1 of a tile whose input atoms are `atoms`: shard r goes to rank
-  // r, row slot (block, my rank). The caller raises the flags.
-  auto phase1 = [&](const Vec16(&atoms)[kTwoShotAtoms], uint32_t colour) {
+  // Phase 1 of `tile`: shard r goes to rank r, row slot (block, my rank); my
+  // own shard stays in `own`. `prefetched` holds the tile's input if
+  // C::kPrefetchInput. The caller raises the flags.
+  auto phase1 = [&](int tile, const Vec16(&prefetched)[kTwoShotAtoms], uint32_t colour, Wire& own) {
 #pragma unroll
     for (int r = 0; r < kWs; ++r) {
       Vec16 shard[kA];
 #pragma unroll
-      for (int k = 0; k < kA; ++k) shard[k] = work_atom(atoms[r * kA + k]);
-      C::Encode(shard, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kShardWireBytes, tid,
-                stage);
+      for (int k = 0; k < kA; ++k) {
+        shard[k] = Elem<kElem>::In(C::kPrefetchInput ? prefetched[r * kA + k]
+                                                     : load_atom(tile, r * kA + k));
+      }
+      const Wire w = C::Encode(shard, tid);
+      // Written unconditionally at r = 0 (exactly one r is my rank), so the
+      // previous tile's `own` is dead here and takes no registers.
+      if (r == 0 || r == p.rank) own = w;
+      if (r != p.rank) {
+        C::Store(w, p.buffers[r] + p.data1 + slot(colour) + p.rank * C::kShardWireBytes, tid);
+      }
     }
+  };
+
+  // Shard s of `tile` into the output, atom by atom (atoms past the end
+  // are not written).
+  auto store_output = [&](int tile, int s, const Wire& w) {
+    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
+    C::DecodeOut(w, [&](int k, const Vec16& v) {
+      const size_t off = base + (s * kA + k) * kAtomStride;
+      if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v));
+    });
   };
 
   uint32_t colour = p.colours[blockIdx.x] + 1;
   int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
   Vec16 input[kTwoShotAtoms];
-  load_input(tile, input);
-  phase1(input, colour);
+  Wire own1;
+  if (C::kPrefetchInput) load_input(tile, input);
+  phase1(tile, input, colour, own1);
   SignalAll<kWs>(p.flags1, row(colour), colour, p);
   for (; tile < p.num_tiles; tile += gridDim.x) {
     const uint32_t c = colour;
@@ -95,37 +113,34 @@ __global__ void __launch_bounds__(
     if (C::kPrefetchInput && more) load_input(tile + gridDim.x, input);
     if (!WaitAll<kWs>(flags(p.flags1, c), c, p)) return;
 
-    // Reduce my shard in rank order 0..ws-1.
+    // Reduce my shard in rank order 0..ws-1 (mine from registers).
     const char* my_data1 = p.buffers[p.rank] + p.data1 + slot(c);
-    float acc[kA][8];
-    C::Decode(my_data1, tid, acc);
+    Wire src[kWs];
 #pragma unroll
-    for (int s = 1; s < kWs; ++s) {
-      float v[kA][8];
-      C::Decode(my_data1 + s * C::kShardWireBytes, tid, v);
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[k][e] = C::Accumulate(acc[k][e], v[k][e]);
-      }
+    for (int s = 0; s < kWs; ++s) {
+      const Wire loaded = s == p.rank ? own1 : C::Load(my_data1 + s * C::kShardWireBytes, tid);
+      src[s] = loaded;
     }
     Vec16 reduced[kA];
-#pragma unroll
-    for (int k = 0; k < kA; ++k) reduced[k] = Pack<kBf16>(acc[k]);
+    C::Reduce(src, reduced);
 
-    // Phase 2: the reduced shard goes to every rank, row slot (block, my rank).
-    char* dst2[kWs];
+    // Phase 2: the reduced shard, encoded once, goes to every other rank,
+    // row slot (block, my rank); my output of it comes from the same words.
+    {
+      const Wire w2 = C::Encode(reduced, tid);
 #pragma unroll
-    for (int r = 0; r < kWs; ++r) {
-      dst2[r] = p.buffers[r] + p.data2 + slot(c) + p.rank * C::kShardWireBytes;
+      for (int r = 0; r < kWs; ++r) {
+        if (r != p.rank) {
+          C::Store(w2, p.buffers[r] + p.data2 + slot(c) + p.rank * C::kShardWireBytes, tid);
+        }
+      }
+      store_output(tile, p.rank, w2);
     }
-    C::template EncodeToAll<kWs>(reduced, dst2, tid, stage);
 
     // The next tile's phase 1 goes out while this tile's phase 2 arrives,
     // and one fence publishes both.
     if (C::kOverlapNextTile && more) {
-      load_input(tile + gridDim.x, input);
-      phase1(input, ++colour);
+      phase1(tile + gridDim.x, input, ++colour, own1);
       SignalAllTwice<kWs>(p.flags2, row(c), c, p.flags1, row(colour), colour, p);
     } else {
       SignalAll<kWs>(p.flags2, row(c), c, p);
@@ -133,20 +148,13 @@ __global__ void __launch_bounds__(
 
     if (!WaitAll<kWs>(flags(p.flags2, c), c, p)) return;
     const char* my_data2 = p.buffers[p.rank] + p.data2 + slot(c);
-    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      Vec16 v[kA];
-      C::DecodePacked(my_data2 + s * C::kShardWireBytes, tid, v);
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-        const size_t off = base + (s * kA + k) * kAtomStride;
-        if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v[k]));
-      }
+      if (s == p.rank) continue;
+      store_output(tile, s, C::Load(my_data2 + s * C::kShardWireBytes, tid));
     }
     if (!C::kOverlapNextTile && more) {
-      if (!C::kPrefetchInput) load_input(tile + gridDim.x, input);
-      phase1(input, ++colour);
+      phase1(tile + gridDim.x, input, ++colour, own1);
       SignalAll<kWs>(p.flags1, row(colour), colour, p);
     }
   }

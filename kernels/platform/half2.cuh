@@ -32,12 +32,27 @@ QR_DEVICE_INLINE uint32_t FmaRnHalf2(uint32_t a, uint32_t b, uint32_t c) {
   return Half2ToBits(__hfma2(BitsToHalf2(a), BitsToHalf2(b), BitsToHalf2(c)));
 }
 
+// add and mul with an explicit rounding mode: PTX lets ptxas fuse a mul.f16x2
+// and an add.f16x2 without one into an fma (one rounding instead of two),
+// which the host reference does not compute.
 QR_DEVICE_INLINE uint32_t AddRnHalf2(uint32_t a, uint32_t b) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
   return Half2ToBits(__hadd2(BitsToHalf2(a), BitsToHalf2(b)));
+#endif
 }
 
 QR_DEVICE_INLINE uint32_t MulRnHalf2(uint32_t a, uint32_t b) {
+#if QR_PLATFORM_CUDA
+  uint32_t r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
   return Half2ToBits(__hmul2(BitsToHalf2(a), BitsToHalf2(b)));
+#endif
 }
 
 }  // namespace qr::platform

@@ -44,6 +44,20 @@ QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
                : "memory");
 }
 
+// Narrower stores into a peer's receive buffer (8, 4 and 2 bytes).
+QR_DEVICE_INLINE void StoreRemote64(void* p, uint32_t lo, uint32_t hi) {
+  asm volatile("st.global.cg.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(lo), "r"(hi) : "memory");
+}
+
+QR_DEVICE_INLINE void StoreRemote32(void* p, uint32_t v) {
+  asm volatile("st.global.cg.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+QR_DEVICE_INLINE void StoreRemote16Bits(void* p, uint32_t v) {
+  const unsigned short h = static_cast<unsigned short>(v);
+  asm volatile("st.global.cg.u16 [%0], %1;" ::"l"(p), "h"(h) : "memory");
+}
+
 // Narrow loads from a receive buffer, same cache rule as LoadShared16.
 QR_DEVICE_INLINE uint32_t LoadShared32(const void* p) {
   uint32_t v;
@@ -81,6 +95,20 @@ QR_DEVICE_INLINE void StoreRemote16(void* p, const Vec16& v) {
   __builtin_nontemporal_store(v.w[1], q + 1);
   __builtin_nontemporal_store(v.w[2], q + 2);
   __builtin_nontemporal_store(v.w[3], q + 3);
+}
+
+QR_DEVICE_INLINE void StoreRemote64(void* p, uint32_t lo, uint32_t hi) {
+  uint32_t* q = static_cast<uint32_t*>(p);
+  __builtin_nontemporal_store(lo, q);
+  __builtin_nontemporal_store(hi, q + 1);
+}
+
+QR_DEVICE_INLINE void StoreRemote32(void* p, uint32_t v) {
+  __builtin_nontemporal_store(v, static_cast<uint32_t*>(p));
+}
+
+QR_DEVICE_INLINE void StoreRemote16Bits(void* p, uint32_t v) {
+  __builtin_nontemporal_store(static_cast<uint16_t>(v), static_cast<uint16_t*>(p));
 }
 
 QR_DEVICE_INLINE uint32_t LoadShared32(const void* p) {
@@ -123,6 +151,25 @@ QR_DEVICE_INLINE uint32_t ShuffleU32(uint32_t v, int src, int width) {
 
 QR_DEVICE_INLINE uint32_t ShuffleXorU32(uint32_t v, int mask, int width) {
   return static_cast<uint32_t>(__shfl_xor(static_cast<int>(v), mask, width));
+}
+
+// Whether `pred` holds on every (WarpAll) / some (WarpAny) lane of the
+// warp; every lane of the warp must call it (the kernels' blocks are whole
+// warps and call it from uniform control flow).
+QR_DEVICE_INLINE bool WarpAll(bool pred) {
+#if QR_PLATFORM_CUDA
+  return __all_sync(0xFFFFFFFFu, pred) != 0;
+#else
+  return __all(pred) != 0;
+#endif
+}
+
+QR_DEVICE_INLINE bool WarpAny(bool pred) {
+#if QR_PLATFORM_CUDA
+  return __any_sync(0xFFFFFFFFu, pred) != 0;
+#else
+  return __any(pred) != 0;
+#endif
 }
 
 }  // namespace qr::platform

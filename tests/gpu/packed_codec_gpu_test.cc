@@ -74,6 +74,29 @@ TEST_F(PackedCodecGpuTest, QuantizeIsTheHostsCodeForEveryFastPathBlockMaximum) {
 // Every scale word a block can have: d~ grows with the block maximum, so the
 // largest is that of a = 65504 (about 2^s * 65504 / K, where no decoded value
 // overflows); larger words are never sent.
+// The kernels' per-block multiplier and scale word (kernels/gpu/packed_scale.h,
+// fp32 divisions on the device) for every finite positive block maximum.
+TEST_F(PackedCodecGpuTest, MultiplierAndScaleWordAreTheHostsForEveryBlockMaximum) {
+  for (Codec codec : kPackedCodecs) {
+    std::vector<uint32_t> a, want_e, want_d;
+    for (uint32_t h = 1; h <= kMaxFinite; ++h) {
+      a.push_back(h);
+      const float e = packed::EncodeMultiplier(codec, static_cast<uint16_t>(h));
+      want_e.push_back(kernels::FloatBits(e));
+      want_d.push_back(packed::ScaleWord(codec, e));
+    }
+    std::vector<uint32_t> got_e(a.size()), got_d(a.size());
+    ASSERT_OK(RunPackedOp(PackedOp::kMultiplier, CodecBits(codec), a.data(), a.data(), nullptr,
+                          got_e.data(), a.size()));
+    ASSERT_OK(RunPackedOp(PackedOp::kScaleWord, CodecBits(codec), a.data(), a.data(), nullptr,
+                          got_d.data(), a.size()));
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(got_e[i], want_e[i]) << "codec bits " << CodecBits(codec) << " a " << a[i];
+      ASSERT_EQ(got_d[i], want_d[i]) << "codec bits " << CodecBits(codec) << " a " << a[i];
+    }
+  }
+}
+
 TEST_F(PackedCodecGpuTest, DecodeIsTheHostsForEveryScaleWordAndCode) {
   for (Codec codec : kPackedCodecs) {
     const int q = kernels::CodeBias(codec);

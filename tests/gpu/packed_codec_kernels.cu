@@ -2,8 +2,10 @@
 
 #include "common/status_macros.h"
 #include "kernels/gpu/packed_codec.cuh"
+#include "kernels/gpu/packed_scale.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/platform/gpu_status.h"
+#include "kernels/platform/math.cuh"
 #include "tests/gpu/packed_codec_kernels.h"
 
 namespace qr::testing {
@@ -11,8 +13,8 @@ namespace {
 
 using kernels::gpu::PackedConstants;
 
-__global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a, const uint32_t* b,
-                               const uint32_t* c, uint32_t* out, size_t n) {
+__global__ void PackedOpKernel(PackedOp op, Codec codec, PackedConstants k, const uint32_t* a,
+                               const uint32_t* b, const uint32_t* c, uint32_t* out, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     switch (op) {
@@ -24,6 +26,12 @@ __global__ void PackedOpKernel(PackedOp op, PackedConstants k, const uint32_t* a
         break;
       case PackedOp::kFusedReduce:
         out[i] = kernels::gpu::FusedReducePair(k, a[i], b[i], c[i]);
+        break;
+      case PackedOp::kMultiplier:
+        out[i] = __float_as_uint(kernels::gpu::PackedScaleOf(codec, a[i]).multiplier);
+        break;
+      case PackedOp::kScaleWord:
+        out[i] = platform::FloatToFp16Bits(kernels::gpu::PackedScaleOf(codec, a[i]).quotient);
         break;
     }
   }
@@ -44,7 +52,8 @@ Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b, 
   QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer db, Upload(b, n));
   QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dc, Upload(c != nullptr ? c : a, n));
   QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, Upload(nullptr, n));
-  hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op,
+  const Codec codec = bits == 3 ? Codec::kInt3 : bits == 4 ? Codec::kInt4 : Codec::kInt6;
+  hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op, codec,
                      kernels::gpu::PackedConstantsFor(bits), da.as<const uint32_t>(),
                      db.as<const uint32_t>(), dc.as<const uint32_t>(), dout.as<uint32_t>(), n);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());

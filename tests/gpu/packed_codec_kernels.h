@@ -12,10 +12,13 @@
 
 namespace qr::testing {
 
-enum class PackedOp { kQuantize, kDecode, kFusedReduce };
+enum class PackedOp { kQuantize, kDecode, kFusedReduce, kMultiplier, kScaleWord };
 
 // out[i] = QuantizePair(a[i], b[i]) | DecodePair(a[i], b[i]) |
-// FusedReducePair(a[i], b[i], c[i]); c is read only by kFusedReduce.
+// FusedReducePair(a[i], b[i], c[i]) | the fp32 bits of PackedScaleOf(a[i])'s
+// multiplier | the fp16 scale word the kernels make of its quotient
+// (kernels/gpu/packed_scale.h; a[i] a block maximum); c is read only by
+// kFusedReduce, b not by the last two.
 [[nodiscard]] Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b,
                                  const uint32_t* c, uint32_t* out, size_t n);
 
