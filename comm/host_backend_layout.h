@@ -114,9 +114,9 @@ struct View {
   // Where `source`'s one-shot values of `phase` land: one share each, at
   // offsets that depend on the layout only, not on the call.
   uint16_t* one_shot(int phase, int source) const {
-    return reinterpret_cast<uint16_t*>(
-        base + kOneShotOffset + static_cast<size_t>(phase) * layout.one_shot_region_bytes() +
-        static_cast<size_t>(source) * layout.one_shot_share);
+    return reinterpret_cast<uint16_t*>(base + kOneShotOffset +
+                                       static_cast<size_t>(phase) * layout.one_shot_region_bytes() +
+                                       static_cast<size_t>(source) * layout.one_shot_share);
   }
 };
 

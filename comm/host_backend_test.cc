@@ -229,11 +229,11 @@ TEST(HostBackendTest, TheBufferHoldsTheAgreedCeilingsOneShotRegionAllReserved) {
   };
   const uint64_t kUncapped = HostBackendOptions{}.one_shot_ceiling_bytes;
   uint64_t geometry = 0;
-  for (const Case& c : {Case{2, 4 * kMiB, kFixedBytes + 16 * kMiB},  // ws 2's built-in
-                        Case{4, 1 * kMiB, kFixedBytes + 8 * kMiB},   // ws 4's
-                        Case{8, 256 * 1024, kFixedBytes + 4 * kMiB}, // ws 8's
-                        Case{4, 0, kFixedBytes},                     // QR_ONE_SHOT_MAX_KB=0
-                        Case{2, 1000, kFixedBytes + 4096},           // 1008-byte shares
+  for (const Case& c : {Case{2, 4 * kMiB, kFixedBytes + 16 * kMiB},   // ws 2's built-in
+                        Case{4, 1 * kMiB, kFixedBytes + 8 * kMiB},    // ws 4's
+                        Case{8, 256 * 1024, kFixedBytes + 4 * kMiB},  // ws 8's
+                        Case{4, 0, kFixedBytes},                      // QR_ONE_SHOT_MAX_KB=0
+                        Case{2, 1000, kFixedBytes + 4096},            // 1008-byte shares
                         Case{4, kUncapped, kFixedBytes + 16 * kMiB}}) {
     SCOPED_TRACE("ws " + std::to_string(c.world_size) + " ceiling " + std::to_string(c.ceiling));
     FakeGroup group;

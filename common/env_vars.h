@@ -10,9 +10,9 @@
 // and the join timeout, common/logging.cc QR_LOG_LEVEL, ipc/ the broker's
 // socket, autostart and binary (ipc must not depend on comm, so the table
 // lives here), the Python package the last six (it cannot use the readers;
-// //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot hold are computed by their reader:
-// the cast and the min-size floor depend on the platform (comm/config.h), the
-// one-shot ceiling on the world size (comm/policy.h), the socket and the
+// //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot
+// hold are computed by their reader: the cast and the min-size floor depend on the platform
+// (comm/config.h), the one-shot ceiling on the world size (comm/policy.h), the socket and the
 // broker binary on the running process (ipc/names.h, ipc/broker_client.h).
 //
 // Adding a variable: declare it here, add it to kEnvVars, read it through the

@@ -658,8 +658,8 @@ int Cycles(const std::string& broker_bin, int cycles, double minutes, int snapsh
   WaitUntil([&] { return ShmObjectsContaining(group).empty(); }, milliseconds(3000));
   Snapshot("after", done, seconds(), broker, group);
   const Summary c = Summarise(cycle_ms), j = Summarise(join_ms), l = Summarise(leave_ms);
-  std::printf("%d cycles (host backend, world size %d) in %.1f s, %d failures\n", done,
-              world_size, seconds(), failures.load());
+  std::printf("%d cycles (host backend, world size %d) in %.1f s, %d failures\n", done, world_size,
+              seconds(), failures.load());
   std::printf("cycle  min %.1f  median %.1f  max %.1f ms\n", c.min, c.median, c.max);
   std::printf("join   min %.1f  median %.1f  max %.1f ms (rank 0, to READY)\n", j.min, j.median,
               j.max);
