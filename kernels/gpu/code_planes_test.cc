@@ -107,7 +107,7 @@ TEST(CodePlanesTest, Int4AndInt6) {
 // Against the host reference's encoder (kernels/codec.h PackBlock): a shard
 // of random codes written block by block, read back the way a GPU thread
 // does (its contiguous plane pieces and its block's scale words,
-// kernels/gpu/codecs.cuh IntLayout), every thread and atom row.
+// kernels/gpu/int_wire.cuh IntLayout), every thread and atom row.
 template <Codec kCodec>
 void ExpectHostShardReadsBack(int ws, std::mt19937& rng) {
   const int rows = ShardAtomRows(ws);
