@@ -62,9 +62,9 @@ Status Graphs::LaunchAll(const std::vector<void*>& streams) const {
   return OkStatus();
 }
 
-Status CaptureRank(int rank, void* stream, bool thread_local_mode,
-                   const std::function<Status()>& enqueue, Graphs* graphs) {
-  QR_RETURN_IF_ERROR(gpu::SetDevice(rank));
+StatusOr<gpu::ScopedGraph> CaptureStream(int device, void* stream, bool thread_local_mode,
+                                         const std::function<Status()>& enqueue) {
+  QR_RETURN_IF_ERROR(gpu::SetDevice(device));
   QR_RETURN_IF_ERROR(thread_local_mode ? gpu::BeginCaptureThreadLocal(stream)
                                        : gpu::BeginCapture(stream));
   const Status s = enqueue();
@@ -73,8 +73,12 @@ Status CaptureRank(int rank, void* stream, bool thread_local_mode,
     (void)gpu::LastError("after a failed capture");  // clear what the runtime kept
     return s;
   }
-  QR_RETURN_IF_ERROR(g.status());
-  graphs->exec[rank] = std::move(*g);
+  return g;
+}
+
+Status CaptureRank(int rank, void* stream, bool thread_local_mode,
+                   const std::function<Status()>& enqueue, Graphs* graphs) {
+  QR_ASSIGN_OR_RETURN(graphs->exec[rank], CaptureStream(rank, stream, thread_local_mode, enqueue));
   return OkStatus();
 }
 

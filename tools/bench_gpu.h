@@ -49,9 +49,13 @@ struct Graphs {
   [[nodiscard]] Status LaunchAll(const std::vector<void*>& streams) const;
 };
 
-// Captures enqueue() on rank's stream into graphs->exec[rank] (in the
+// Captures enqueue() on `stream` of GPU `device` into a graph (in the
 // thread-local capture mode when other threads capture at the same time); a
 // failure inside the capture still ends it, so the stream stays usable.
+[[nodiscard]] StatusOr<gpu::ScopedGraph> CaptureStream(int device, void* stream,
+                                                       bool thread_local_mode,
+                                                       const std::function<Status()>& enqueue);
+// CaptureStream on rank's stream (rank r on GPU r) into graphs->exec[rank].
 [[nodiscard]] Status CaptureRank(int rank, void* stream, bool thread_local_mode,
                                  const std::function<Status()>& enqueue, Graphs* graphs);
 

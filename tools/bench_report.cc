@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
@@ -382,6 +383,15 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
     return InvalidArgumentError(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
   }
   return OkStatus();
+}
+
+std::string UtcTimestamp() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace qr::bench

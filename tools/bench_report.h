@@ -138,6 +138,9 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
 // and the reason when it cannot be written.
 [[nodiscard]] Status WriteTextFile(const std::string& path, const std::string& text);
 
+// Now, UTC, as "2026-12-01T14:52:32Z": the date field of every run's header.
+std::string UtcTimestamp();
+
 }  // namespace qr::bench
 
 #endif  // QR_TOOLS_BENCH_REPORT_H_

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,22 +41,13 @@ const char* const kTimingMethod =
     "EffectiveCodec under a default Config. Link limit: wire bytes per GPU / the slowest rank's "
     "peer-store GB/s with all ranks storing at once.";
 
-std::string Now() {
-  char buf[32];
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 class Bench {
  public:
   Bench(const BenchOptions& o, std::string command_line)
       : o_(o), ws_(o.world_size), start_(std::chrono::steady_clock::now()) {
     header_.world_size = ws_;
     header_.command_line = std::move(command_line);
-    header_.date = Now();
+    header_.date = UtcTimestamp();
     header_.timing_method = kTimingMethod;
     header_.notes = o.notes;
   }

@@ -5,9 +5,9 @@
 // one GPU".
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -25,31 +25,8 @@ namespace {
 using kernels::LocalCall;
 using kernels::LocalGroup;
 
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// Events on every rank's stream (all on GPU 0), destroyed with the object.
-struct Events {
-  std::vector<gpu::Event> start, stop;
-  ~Events() {
-    for (gpu::Event e : start) gpu::EventDestroy(e);
-    for (gpu::Event e : stop) gpu::EventDestroy(e);
-  }
-};
-
 // One graph per launched rank: `iters` calls captured on its stream.
-struct RankGraphs {
-  std::vector<gpu::GraphExec> exec;
-  ~RankGraphs() {
-    for (gpu::GraphExec g : exec) gpu::GraphDestroy(g);
-  }
-};
+using RankGraphs = std::vector<gpu::ScopedGraph>;
 
 class Runner {
  public:
@@ -65,10 +42,10 @@ class Runner {
       b = std::make_unique<bench::DeviceBuffers>();
       QR_RETURN_IF_ERROR(bench::FillInputs(*b, max_bytes, 1));
     }
-    for (auto* v : {&ev_.start, &ev_.stop}) {
+    for (auto* v : {&start_, &stop_}) {
       for (int r = 0; r < ranks_; ++r) {
-        QR_ASSIGN_OR_RETURN(gpu::Event e, gpu::EventCreate());
-        v->push_back(e);
+        QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e, gpu::ScopedEvent::Create());
+        v->push_back(std::move(e));
       }
     }
     return OkStatus();
@@ -124,18 +101,18 @@ class Runner {
   }
 
   Status Capture(const LocalCall& call, int iters, RankGraphs& graphs) {
-    graphs.exec.assign(ranks_, nullptr);
+    graphs.clear();
     for (int r = 0; r < ranks_; ++r) {
-      void* stream = group_->stream(r);
-      QR_RETURN_IF_ERROR(gpu::BeginCapture(stream));
-      Status s = OkStatus();
-      for (int i = 0; i < iters && s.ok(); ++i) {
-        s = group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get());
-      }
-      auto g = gpu::EndCapture(stream);
-      QR_RETURN_IF_ERROR(s);
-      QR_RETURN_IF_ERROR(g.status());
-      graphs.exec[r] = *g;
+      QR_ASSIGN_OR_RETURN(
+          gpu::ScopedGraph g,
+          bench::CaptureStream(0, group_->stream(r), /*thread_local_mode=*/false, [&]() -> Status {
+            for (int i = 0; i < iters; ++i) {
+              QR_RETURN_IF_ERROR(
+                  group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
+            }
+            return OkStatus();
+          }));
+      graphs.push_back(std::move(g));
     }
     return OkStatus();
   }
@@ -145,21 +122,21 @@ class Runner {
   StatusOr<double> Rep(const LocalCall& call, int iters, const RankGraphs* graphs) {
     QR_RETURN_IF_ERROR(group_->Synchronize());
     for (int r = 0; r < ranks_; ++r)
-      QR_RETURN_IF_ERROR(gpu::EventRecord(ev_.start[r], group_->stream(r)));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), group_->stream(r)));
     if (graphs != nullptr) {
       for (int r = 0; r < ranks_; ++r) {
-        QR_RETURN_IF_ERROR(gpu::GraphLaunch(graphs->exec[r], group_->stream(r)));
+        QR_RETURN_IF_ERROR((*graphs)[r].Launch(group_->stream(r)));
       }
     } else {
       for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(LaunchOnce(call));
     }
     for (int r = 0; r < ranks_; ++r)
-      QR_RETURN_IF_ERROR(gpu::EventRecord(ev_.stop[r], group_->stream(r)));
-    for (int r = 0; r < ranks_; ++r) QR_RETURN_IF_ERROR(gpu::EventSynchronize(ev_.stop[r]));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), group_->stream(r)));
+    for (int r = 0; r < ranks_; ++r) QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_[r].get()));
     double first = 0, last = 0;
     for (int r = 0; r < ranks_; ++r) {
-      QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(ev_.start[0], ev_.start[r]));
-      QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(ev_.start[0], ev_.stop[r]));
+      QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
+      QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
       first = std::min(first, static_cast<double>(s));
       last = std::max(last, static_cast<double>(e));
     }
@@ -194,7 +171,8 @@ class Runner {
   const int ranks_;  // ranks launched: world size (shared) or 1 (alone)
   std::unique_ptr<LocalGroup> group_;
   std::vector<std::unique_ptr<bench::DeviceBuffers>> bufs_;
-  Events ev_;
+  // Events on every launched rank's stream (all on GPU 0).
+  std::vector<gpu::ScopedEvent> start_, stop_;
 };
 
 int Run(const CostOptions& o, const std::string& command_line) {
@@ -202,7 +180,7 @@ int Run(const CostOptions& o, const std::string& command_line) {
   run.options = o;
   run.variant = kernels::TwoShotTimingVariant();
   run.command_line = command_line;
-  run.date = UtcNow();
+  run.date = bench::UtcTimestamp();
   if (const Status s = CheckVariant(o, run.variant); !s.ok()) {
     std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
     return 2;
