@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "common/bytes.h"
@@ -25,7 +27,16 @@ struct Flags {
   CLI::Option* dtypes_opt = nullptr;
   CLI::Option* regimes_opt = nullptr;
   CLI::Option* world_size_opt = nullptr;
+  CLI::Option* reps_opt = nullptr;
+  CLI::Option* iters_opt = nullptr;
+  CLI::Option* stagger_opt = nullptr;
 };
+
+constexpr CostLaunch kLaunches[] = {CostLaunch::kEager, CostLaunch::kGraph,
+                                    CostLaunch::kEagerThreads, CostLaunch::kGraphThreads};
+// A threaded launch's defaults: one call per sample, enough samples for a p99.
+constexpr int kThreadedReps = 200;
+constexpr int kThreadedIters = 1;
 
 StatusOr<Algorithm> ParseAlgorithm(const std::string& text) {
   if (text == AlgorithmName(Algorithm::kTwoShot)) return Algorithm::kTwoShot;
@@ -41,10 +52,11 @@ StatusOr<CostMode> ParseMode(const std::string& text) {
 }
 
 StatusOr<CostLaunch> ParseLaunch(const std::string& text) {
-  for (CostLaunch l : {CostLaunch::kEager, CostLaunch::kGraph}) {
+  for (CostLaunch l : kLaunches) {
     if (text == CostLaunchName(l)) return l;
   }
-  return InvalidArgumentError(fmt::format("'{}' is not one of eager, graph", text));
+  return InvalidArgumentError(
+      fmt::format("'{}' is not one of eager, graph, eager-threads, graph-threads", text));
 }
 
 void DefineFlags(CLI::App& app, Flags& f) {
@@ -71,16 +83,27 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->type_name("MODE");
   tools::AddParsedOption<CostLaunch>(
       app, "--launch", o.launch, ParseLaunch,
-      "eager: a host launch per call; graph: the calls captured once, replayed (default eager)")
+      "eager: a host launch per call; graph: the calls captured once, replayed; both from one "
+      "host thread. eager-threads, graph-threads: the same from one host thread per rank, "
+      "released together for each repetition (default eager)")
       ->type_name("HOW");
-  tools::AddParsedOption<int>(
-      app, "--reps", o.reps, [](const std::string& t) { return tools::ParseIntIn(t, 1, 1000); },
-      "timed repetitions per cell (default 7)")
-      ->type_name("N");
-  tools::AddParsedOption<int>(
-      app, "--iters", o.iters, [](const std::string& t) { return tools::ParseIntIn(t, 0, 100000); },
-      "calls per repetition (default 0: min(50, 256M / size), at least 2)")
-      ->type_name("N");
+  f.reps_opt = tools::AddParsedOption<int>(
+                   app, "--reps", o.reps,
+                   [](const std::string& t) { return tools::ParseIntIn(t, 1, 100000); },
+                   "timed repetitions per cell (default 7; 200 threaded)")
+                   ->type_name("N");
+  f.iters_opt =
+      tools::AddParsedOption<int>(
+          app, "--iters", o.iters,
+          [](const std::string& t) { return tools::ParseIntIn(t, 0, 100000); },
+          "calls per repetition (default 0: min(50, 256M / size), at least 2; 1 threaded)")
+          ->type_name("N");
+  f.stagger_opt = tools::AddParsedOption<int>(
+                      app, "--stagger", o.stagger_us,
+                      [](const std::string& t) { return tools::ParseIntIn(t, 0, 100000); },
+                      "threaded launches: rank r starts r x this many microseconds after the "
+                      "release (default 0)")
+                      ->type_name("US");
   tools::AddParsedOption<int>(
       app, "--warmup", o.warmup, [](const std::string& t) { return tools::ParseIntIn(t, 0, 100); },
       "untimed repetitions first (default 2)")
@@ -95,7 +118,25 @@ void DefineFlags(CLI::App& app, Flags& f) {
 
 const char* CostModeName(CostMode mode) { return mode == CostMode::kAlone ? "alone" : "shared"; }
 const char* CostLaunchName(CostLaunch launch) {
-  return launch == CostLaunch::kGraph ? "graph" : "eager";
+  switch (launch) {
+    case CostLaunch::kEager:
+      break;
+    case CostLaunch::kGraph:
+      return "graph";
+    case CostLaunch::kEagerThreads:
+      return "eager-threads";
+    case CostLaunch::kGraphThreads:
+      return "graph-threads";
+  }
+  return "eager";
+}
+
+bool LaunchUsesThreads(CostLaunch launch) {
+  return launch == CostLaunch::kEagerThreads || launch == CostLaunch::kGraphThreads;
+}
+
+bool LaunchUsesGraphs(CostLaunch launch) {
+  return launch == CostLaunch::kGraph || launch == CostLaunch::kGraphThreads;
 }
 
 std::string CostUsage() {
@@ -118,6 +159,19 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
     return o;
   }
   const bool one_shot = o.algorithm == Algorithm::kOneShot;
+  const bool threads = LaunchUsesThreads(o.launch);
+  if (threads && o.mode == CostMode::kAlone) {
+    return InvalidArgumentError(fmt::format(
+        "--launch {}: --mode alone launches rank 0 only, so there are no ranks to release "
+        "together (use --mode shared)",
+        CostLaunchName(o.launch)));
+  }
+  if (!threads && f.stagger_opt->count() > 0) {
+    return InvalidArgumentError(
+        "--stagger: only the threaded launches (eager-threads, graph-threads) release ranks");
+  }
+  if (threads && f.reps_opt->count() == 0) o.reps = kThreadedReps;
+  if (threads && f.iters_opt->count() == 0) o.iters = kThreadedIters;
   if (one_shot && f.regimes_opt->count() > 0) {
     return InvalidArgumentError("--regimes: one-shot sends exact values and takes no codec");
   }
@@ -178,16 +232,51 @@ int ItersFor(const CostOptions& o, size_t bytes) {
   return o.iters > 0 ? o.iters : bench::CallsPerBatch(bytes);
 }
 
-CostResult Summarize(const CostCell& cell, int iters, std::vector<double> samples_us) {
+double Percentile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(samples.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, samples.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  // Equal neighbours give that value exactly (no 0 x inf, no rounding).
+  if (frac == 0 || samples[lo] == samples[hi]) return samples[lo];
+  return samples[lo] + frac * (samples[hi] - samples[lo]);
+}
+
+CostResult Summarize(const CostCell& cell, int iters, std::vector<double> samples_us,
+                     std::vector<double> skew_us) {
   CostResult r;
   r.cell = cell;
   r.iters = iters;
   r.samples_us = std::move(samples_us);
+  r.skew_us = std::move(skew_us);
   if (!r.samples_us.empty()) {
     r.best_us = *std::min_element(r.samples_us.begin(), r.samples_us.end());
     r.median_us = bench::Median(r.samples_us);
+    r.p90_us = Percentile(r.samples_us, 0.90);
+    r.p99_us = Percentile(r.samples_us, 0.99);
+    r.max_us = *std::max_element(r.samples_us.begin(), r.samples_us.end());
+  }
+  if (!r.skew_us.empty()) {
+    r.skew_median_us = bench::Median(r.skew_us);
+    r.skew_max_us = *std::max_element(r.skew_us.begin(), r.skew_us.end());
   }
   return r;
+}
+
+void SpinBarrier::Wait() {
+  const uint64_t round = round_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    // Reset before the release: a released thread may arrive for the next
+    // round at once.
+    arrived_.store(0, std::memory_order_relaxed);
+    round_.store(round + 1, std::memory_order_release);
+    return;
+  }
+  for (uint32_t spins = 1; round_.load(std::memory_order_acquire) == round; ++spins) {
+    if ((spins & 0xFFFFu) == 0) std::this_thread::yield();
+  }
 }
 
 namespace {
@@ -214,17 +303,32 @@ std::string Banner(const CostRun& run) {
       AlgorithmName(o.algorithm), CostModeName(o.mode),
       o.mode == CostMode::kAlone ? "rank 0's kernel only" : "every rank's kernel each call",
       CostLaunchName(o.launch), run.max_blocks);
-  s += fmt::format(
-      "method: per call = elapsed of N back-to-back calls / N (GPU events), {} warm-up + {} timed "
-      "repetitions; best and median\n",
-      o.warmup, o.reps);
+  if (LaunchUsesThreads(o.launch)) {
+    s += fmt::format(
+        "method: one host thread per rank on its own stream, released together by a spinning "
+        "barrier{}; per call = elapsed of N calls / N from the earliest start event to the latest "
+        "stop event over the ranks' streams (GPU events), {} warm-up + {} timed repetitions; "
+        "min/p50/p90/p99/max, skew = latest minus earliest start event\n",
+        o.stagger_us > 0 ? fmt::format(", rank r {} us x r later", o.stagger_us) : "", o.warmup,
+        o.reps);
+  } else {
+    s += fmt::format(
+        "method: per call = elapsed of N back-to-back calls / N (GPU events), {} warm-up + {} "
+        "timed repetitions; best and median\n",
+        o.warmup, o.reps);
+  }
   for (const std::string& n : o.notes) s += "note: " + n + "\n";
   return s;
 }
 
-std::string CostTableHeader() {
-  return fmt::format("{:>8} {:>8} {:>6} {:>6} {:>11} {:>11} {:>9}\n", "size", "dtype", "regime",
-                     "iters", "best us", "median us", "GB/s");
+std::string CostTableHeader(const CostRun& run) {
+  const std::string head =
+      fmt::format("{:>8} {:>8} {:>6} {:>6}", "size", "dtype", "regime", "iters");
+  if (LaunchUsesThreads(run.options.launch)) {
+    return head + fmt::format(" {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}\n", "min us", "p50 us",
+                              "p90 us", "p99 us", "max us", "skew p50", "skew max");
+  }
+  return head + fmt::format(" {:>11} {:>11} {:>9}\n", "best us", "median us", "GB/s");
 }
 
 std::string CostTableLine(const CostRun& run, const CostResult& r) {
@@ -232,13 +336,19 @@ std::string CostTableLine(const CostRun& run, const CostResult& r) {
       fmt::format("{:>8} {:>8} {:>6} {:>6}", FormatBytes(r.cell.bytes, ByteStyle::kCompact),
                   bench::BenchDTypeName(r.cell.dtype), RegimeName(run, r.cell), r.iters);
   if (!r.error.empty()) return head + "  FAILED: " + r.error + "\n";
+  if (LaunchUsesThreads(run.options.launch)) {
+    return head + fmt::format(" {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>10.2f} {:>10.2f}\n",
+                              r.best_us, r.median_us, r.p90_us, r.p99_us, r.max_us,
+                              r.skew_median_us, r.skew_max_us);
+  }
   return head + fmt::format(" {:>11.2f} {:>11.2f} {:>9.1f}\n", r.best_us, r.median_us,
                             GBps(r.cell.bytes, r.best_us));
 }
 
 std::string CostCsvHeader() {
   return "algorithm,mode,launch,variant,world_size,bytes,dtype,regime,iters,reps,best_us,"
-         "median_us,algbw_gbps,error\n";
+         "median_us,algbw_gbps,p90_us,p99_us,max_us,stagger_us,skew_median_us,skew_max_us,"
+         "error\n";
 }
 
 std::string CostCsvLine(const CostRun& run, const CostResult& r) {
@@ -247,12 +357,16 @@ std::string CostCsvLine(const CostRun& run, const CostResult& r) {
   std::string error = r.error;
   std::replace(error.begin(), error.end(), ',', ';');
   std::replace(error.begin(), error.end(), '\n', ' ');
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", AlgorithmName(o.algorithm),
-                     CostModeName(o.mode), CostLaunchName(o.launch), VariantName(run), o.world_size,
-                     r.cell.bytes, bench::BenchDTypeName(r.cell.dtype), RegimeName(run, r.cell),
-                     r.iters, r.samples_us.size(), ok ? fmt::format("{:.3f}", r.best_us) : "",
-                     ok ? fmt::format("{:.3f}", r.median_us) : "",
-                     ok ? fmt::format("{:.2f}", GBps(r.cell.bytes, r.best_us)) : "", error);
+  auto us = [ok](double v) { return ok ? fmt::format("{:.3f}", v) : std::string(); };
+  const bool skew = ok && !r.skew_us.empty();
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                     AlgorithmName(o.algorithm), CostModeName(o.mode), CostLaunchName(o.launch),
+                     VariantName(run), o.world_size, r.cell.bytes,
+                     bench::BenchDTypeName(r.cell.dtype), RegimeName(run, r.cell), r.iters,
+                     r.samples_us.size(), us(r.best_us), us(r.median_us),
+                     ok ? fmt::format("{:.2f}", GBps(r.cell.bytes, r.best_us)) : "", us(r.p90_us),
+                     us(r.p99_us), us(r.max_us), o.stagger_us, skew ? us(r.skew_median_us) : "",
+                     skew ? us(r.skew_max_us) : "", error);
 }
 
 std::string CostJson(const CostRun& run, const std::vector<CostResult>& results) {
@@ -269,6 +383,9 @@ std::string CostJson(const CostRun& run, const std::vector<CostResult>& results)
       {"max_blocks", run.max_blocks},
       {"reps", o.reps},
       {"warmup", o.warmup},
+      {"iters", o.iters},
+      {"stagger_us", o.stagger_us},
+      {"threads", LaunchUsesThreads(o.launch)},
       {"command_line", run.command_line},
       {"date", run.date},
       {"notes", o.notes},
@@ -285,6 +402,14 @@ std::string CostJson(const CostRun& run, const std::vector<CostResult>& results)
     if (r.error.empty()) {
       row["best_us"] = r.best_us;
       row["median_us"] = r.median_us;
+      row["p90_us"] = r.p90_us;
+      row["p99_us"] = r.p99_us;
+      row["max_us"] = r.max_us;
+      if (!r.skew_us.empty()) {
+        row["skew_us"] = r.skew_us;
+        row["skew_median_us"] = r.skew_median_us;
+        row["skew_max_us"] = r.skew_max_us;
+      }
     } else {
       row["error"] = r.error;
     }

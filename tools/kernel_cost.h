@@ -12,14 +12,24 @@
 //           the waits (TwoShotTimingVariant() "no_waits" or "bare") can run
 //           it; the real kernels would wait for peers that never come.
 // Launch: eager (one host launch per call) or graph (each rank's `iters`
-// calls captured into one graph and replayed: no host launch cost).
+// calls captured into one graph and replayed: no host launch cost), both
+// from one host thread that issues rank 0's call, then rank 1's, ...; or
+// eager-threads / graph-threads: each rank's calls come from its own host
+// thread on its own stream, as independent processes issue them, the
+// threads released together by a spinning barrier for every repetition (and
+// rank r optionally r x --stagger microseconds later). Those default to
+// --iters 1 and --reps 200, so that every sample is one call, and report
+// min / p50 / p90 / p99 / max of the samples and the start skew of the
+// ranks (latest minus earliest start event of a repetition).
 //
 // This file is the host-side logic (flags, cells, statistics, outputs), pure
 // and tested in CI; kernel_cost_main.cc drives the GPU.
 #ifndef QR_TOOLS_KERNEL_COST_H_
 #define QR_TOOLS_KERNEL_COST_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,9 +43,14 @@ namespace qr::cost {
 using bench::BenchDType;
 
 enum class CostMode : int { kShared = 0, kAlone = 1 };
-enum class CostLaunch : int { kEager = 0, kGraph = 1 };
-const char* CostModeName(CostMode mode);        // "shared", "alone"
-const char* CostLaunchName(CostLaunch launch);  // "eager", "graph"
+enum class CostLaunch : int { kEager = 0, kGraph = 1, kEagerThreads = 2, kGraphThreads = 3 };
+const char* CostModeName(CostMode mode);  // "shared", "alone"
+// "eager", "graph", "eager-threads", "graph-threads"
+const char* CostLaunchName(CostLaunch launch);
+// Whether each rank's calls come from a host thread of its own.
+bool LaunchUsesThreads(CostLaunch launch);
+// Whether the calls are captured once and replayed.
+bool LaunchUsesGraphs(CostLaunch launch);
 
 struct CostOptions {
   std::vector<size_t> sizes;  // bytes, ascending, unique
@@ -45,9 +60,10 @@ struct CostOptions {
   CostMode mode = CostMode::kShared;
   CostLaunch launch = CostLaunch::kEager;
   int world_size = 2;
-  int reps = 7;    // timed repetitions per cell (best and median over them)
-  int iters = 0;   // calls per repetition; 0: bench::CallsPerBatch(bytes)
-  int warmup = 2;  // untimed repetitions first
+  int reps = 7;        // timed repetitions per cell; 200 with a threaded launch
+  int iters = 0;       // calls per repetition; 0: bench::CallsPerBatch(bytes); 1 threaded
+  int warmup = 2;      // untimed repetitions first
+  int stagger_us = 0;  // threaded launches: rank r starts r x this after the release
   std::string csv_path;
   std::string json_path;
   bool help = false;
@@ -58,8 +74,11 @@ struct CostOptions {
 // reads them (bench::ParseBenchArgs, same messages). Defaults: sizes
 // 4M,64M,256M for two-shot and 4K,64K,256K,1M,4M for one-shot, every dtype,
 // FP..INT3 (INT3 left out at world size 4 and 8), two-shot, shared, eager,
-// world size 2. kInvalidArgument naming the flag for bad input, a one-shot
-// size above OneShotMaxBytes(world size), or --regimes with one-shot.
+// world size 2; --reps 200 and --iters 1 with a threaded launch.
+// kInvalidArgument naming the flag for bad input, a one-shot size above
+// OneShotMaxBytes(world size), --regimes with one-shot, a threaded launch
+// with --mode alone (one rank launched: nothing to release together), or
+// --stagger without a threaded launch.
 [[nodiscard]] StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args);
 std::string CostUsage();
 
@@ -80,16 +99,46 @@ std::vector<CostCell> PlanCostCells(const CostOptions& o);
 // Calls per repetition for a cell of `bytes`.
 int ItersFor(const CostOptions& o, size_t bytes);
 
+// The q-quantile (0 <= q <= 1) of the samples, interpolated linearly between
+// the two nearest order statistics (position q x (n - 1)), so that q = 0.5 is
+// bench::Median; 0 when empty.
+double Percentile(std::vector<double> samples, double q);
+
 // A cell's per-call times, one per repetition (microseconds), summarised.
 struct CostResult {
   CostCell cell;
   int iters = 0;
   std::vector<double> samples_us;
-  double best_us = 0;    // smallest sample
-  double median_us = 0;  // bench::Median
-  std::string error;     // non-empty: the cell failed (no times)
+  double best_us = 0;                         // smallest sample
+  double median_us = 0;                       // bench::Median
+  double p90_us = 0, p99_us = 0, max_us = 0;  // Percentile
+  // Threaded launches: per repetition, the latest minus the earliest start
+  // event over the ranks' streams; empty otherwise.
+  std::vector<double> skew_us;
+  double skew_median_us = 0, skew_max_us = 0;
+  std::string error;  // non-empty: the cell failed (no times)
 };
-CostResult Summarize(const CostCell& cell, int iters, std::vector<double> samples_us);
+CostResult Summarize(const CostCell& cell, int iters, std::vector<double> samples_us,
+                     std::vector<double> skew_us = {});
+
+// A reusable barrier that spins: the threads it releases leave within a
+// fraction of a microsecond of each other, where a condition variable wakes
+// them one by one, tens of microseconds apart, which would add a start skew
+// of its own to what the threaded launches measure. It yields now and then
+// so that more threads than cores still get through.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  SpinBarrier(const SpinBarrier&) = delete;
+  SpinBarrier& operator=(const SpinBarrier&) = delete;
+  // Returns once n threads have called it in this round.
+  void Wait();
+
+ private:
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint64_t> round_{0};
+};
 
 // What every output records about the run.
 struct CostRun {
@@ -104,7 +153,9 @@ struct CostRun {
 // The lines printed before the first cell: ranks share one GPU, kernel
 // costs not link measurements, the variant, the mode and method.
 std::string Banner(const CostRun& run);
-std::string CostTableHeader();
+// Best, median and GB/s; min / p50 / p90 / p99 / max and the skew for the
+// threaded launches.
+std::string CostTableHeader(const CostRun& run);
 std::string CostTableLine(const CostRun& run, const CostResult& r);
 // CSV with a header line; one line per result, trailing newlines.
 std::string CostCsvHeader();

@@ -4,9 +4,12 @@
 // they need no second GPU and no NCCL. docs/performance.md, "Kernel cost on
 // one GPU".
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -55,10 +58,11 @@ class Runner {
 
   CostResult Time(const CostCell& cell) {
     const int iters = ItersFor(o_, cell.bytes);
-    std::vector<double> samples;
-    Status s = TimeCell(cell, iters, samples);
+    std::vector<double> samples, skews;
+    Status s = TimeCell(cell, iters, samples, skews);
     if (s.ok()) s = CheckErrors();
-    CostResult r = Summarize(cell, iters, s.ok() ? samples : std::vector<double>{});
+    CostResult r = s.ok() ? Summarize(cell, iters, std::move(samples), std::move(skews))
+                          : Summarize(cell, iters, {});
     if (!s.ok()) {
       r.error = s.message();
       // A kernel that gave up leaves its error word set (sticky): start over.
@@ -117,6 +121,21 @@ class Runner {
     return OkStatus();
   }
 
+  // Per-call microseconds from the earliest start to the latest stop event
+  // over the launched ranks' streams, and the start skew (latest minus
+  // earliest start) in microseconds.
+  StatusOr<std::pair<double, double>> Span(int iters) {
+    double first = 0, last = 0, latest_start = 0;
+    for (int r = 0; r < ranks_; ++r) {
+      QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
+      QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
+      first = std::min(first, static_cast<double>(s));
+      latest_start = std::max(latest_start, static_cast<double>(s));
+      last = std::max(last, static_cast<double>(e));
+    }
+    return std::make_pair((last - first) * 1000.0 / iters, (latest_start - first) * 1000.0);
+  }
+
   // One repetition: per-call microseconds from the earliest start to the
   // latest stop over the launched ranks' streams.
   StatusOr<double> Rep(const LocalCall& call, int iters, const RankGraphs* graphs) {
@@ -133,17 +152,90 @@ class Runner {
     for (int r = 0; r < ranks_; ++r)
       QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), group_->stream(r)));
     for (int r = 0; r < ranks_; ++r) QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_[r].get()));
-    double first = 0, last = 0;
-    for (int r = 0; r < ranks_; ++r) {
-      QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
-      QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
-      first = std::min(first, static_cast<double>(s));
-      last = std::max(last, static_cast<double>(e));
-    }
-    return (last - first) * 1000.0 / iters;
+    QR_ASSIGN_OR_RETURN(const auto span, Span(iters));
+    return span.first;
   }
 
-  Status TimeCell(const CostCell& cell, int iters, std::vector<double>& samples) {
+  // Rank r's part of a threaded repetition, on its own thread: its start
+  // event, its calls (or its graph), its stop event, and the wait for them.
+  Status RankRep(int r, const LocalCall& call, int iters, const RankGraphs* graphs) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
+    QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), group_->stream(r)));
+    if (graphs != nullptr) {
+      QR_RETURN_IF_ERROR((*graphs)[r].Launch(group_->stream(r)));
+    } else {
+      for (int i = 0; i < iters; ++i) {
+        QR_RETURN_IF_ERROR(group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
+      }
+    }
+    QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), group_->stream(r)));
+    return gpu::StreamSynchronize(group_->stream(r));
+  }
+
+  // The threaded launches: every rank's calls from a thread of its own, as
+  // separate processes would issue them (each its own stream, its own launch
+  // queue, no order between the ranks' launches), all released by one
+  // spinning barrier per repetition, rank r r x stagger_us later. The events
+  // time the call as the other modes do, GPU-side: the host clock would add
+  // each thread's wake-up from StreamSynchronize, which is host noise and
+  // not what the kernels' waits make of a late peer; the start events are
+  // still recorded by each rank's thread just before its launch, so the
+  // ranks' real launch skew is inside every sample (and reported).
+  //
+  // LocalGroup is not thread-safe in general; here each thread touches only
+  // its own rank's stream, events and RankState (whose launch caches are
+  // atomics), and the group's per-timeout states were built by the eager
+  // call that TimeCell makes first, so concurrent Launch calls only read them.
+  Status TimeThreaded(const LocalCall& call, int iters, const RankGraphs* graphs,
+                      std::vector<double>& samples, std::vector<double>& skews) {
+    SpinBarrier barrier(ranks_);
+    std::atomic<bool> failed{false};
+    std::vector<Status> status(ranks_, OkStatus());
+    Status span_status = OkStatus();
+    const int total = o_.warmup + o_.reps;
+    auto body = [&](int r) {
+      for (int t = 0; t < total; ++t) {
+        barrier.Wait();
+        if (o_.stagger_us > 0 && r > 0) {
+          const auto until = std::chrono::steady_clock::now() +
+                             std::chrono::microseconds(int64_t{o_.stagger_us} * r);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+        }
+        // A failed rank stops launching but keeps meeting the barrier, so
+        // that no thread waits forever; its peers' kernels give up on their
+        // bounded waits.
+        if (!failed.load(std::memory_order_relaxed)) {
+          Status s = RankRep(r, call, iters, graphs);
+          if (!s.ok()) {
+            status[r] = std::move(s);
+            failed.store(true, std::memory_order_relaxed);
+          }
+        }
+        barrier.Wait();
+        // Rank 0 reads the events while the others wait at the next release.
+        if (r == 0 && t >= o_.warmup && !failed.load(std::memory_order_relaxed)) {
+          auto span = Span(iters);
+          if (!span.ok()) {
+            span_status = span.status();
+            failed.store(true, std::memory_order_relaxed);
+          } else {
+            samples.push_back(span->first);
+            skews.push_back(span->second);
+          }
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 1; r < ranks_; ++r) threads.emplace_back(body, r);
+    body(0);
+    for (auto& t : threads) t.join();
+    for (const Status& s : status) QR_RETURN_IF_ERROR(s);
+    return span_status;
+  }
+
+  Status TimeCell(const CostCell& cell, int iters, std::vector<double>& samples,
+                  std::vector<double>& skews) {
     LocalCall call;
     call.format = cell.dtype;
     call.codec = cell.codec;
@@ -155,8 +247,12 @@ class Runner {
     QR_RETURN_IF_ERROR(group_->Synchronize());
     QR_RETURN_IF_ERROR(CheckErrors());
     RankGraphs graphs;
-    const bool graph = o_.launch == CostLaunch::kGraph;
+    const bool graph = LaunchUsesGraphs(o_.launch);
     if (graph) QR_RETURN_IF_ERROR(Capture(call, iters, graphs));
+    if (LaunchUsesThreads(o_.launch)) {
+      QR_RETURN_IF_ERROR(TimeThreaded(call, iters, graph ? &graphs : nullptr, samples, skews));
+      return group_->Synchronize();
+    }
     for (int w = 0; w < o_.warmup; ++w) {
       QR_RETURN_IF_ERROR(Rep(call, iters, graph ? &graphs : nullptr).status());
     }
@@ -197,7 +293,7 @@ int Run(const CostOptions& o, const std::string& command_line) {
   }
   run.max_blocks = runner.max_blocks();
   std::fputs(Banner(run).c_str(), stdout);
-  std::fputs(CostTableHeader().c_str(), stdout);
+  std::fputs(CostTableHeader(run).c_str(), stdout);
   std::vector<CostResult> results;
   bool failed = false;
   for (const CostCell& cell : PlanCostCells(o)) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "tests/util/status_matchers.h"
 
@@ -85,8 +87,9 @@ TEST(KernelCostOptionsTest, BadInputNamesTheFlag) {
       {{"--world-size", "3"}, "--world-size"},
       {{"--algorithm", "three-shot"}, "two-shot, one-shot"},
       {{"--mode", "lonely"}, "shared, alone"},
-      {{"--launch", "lazy"}, "eager, graph"},
+      {{"--launch", "lazy"}, "eager, graph, eager-threads, graph-threads"},
       {{"--reps", "0"}, "--reps"},
+      {{"--launch", "eager-threads", "--stagger", "-1"}, "--stagger"},
       {{"--iters", "-1"}, "--iters"},
       {{"--frobnicate"}, "frobnicate"},
   };
@@ -100,10 +103,48 @@ TEST(KernelCostOptionsTest, HelpListsTheFlags) {
   ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--help"}));
   EXPECT_TRUE(o.help);
   const std::string usage = CostUsage();
-  for (const char* flag : {"--sizes", "--dtypes", "--regimes", "--algorithm", "--mode", "--launch",
-                           "--world-size", "--reps", "--iters", "--csv", "--json"}) {
+  for (const char* flag :
+       {"--sizes", "--dtypes", "--regimes", "--algorithm", "--mode", "--launch", "--world-size",
+        "--reps", "--iters", "--stagger", "--csv", "--json", "eager-threads", "graph-threads"}) {
     EXPECT_THAT(usage, HasSubstr(flag));
   }
+}
+
+TEST(KernelCostOptionsTest, ThreadedLaunchesTakeOneCallPerSampleAndManySamples) {
+  for (const char* launch : {"eager-threads", "graph-threads"}) {
+    ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--launch", launch}));
+    EXPECT_TRUE(LaunchUsesThreads(o.launch)) << launch;
+    EXPECT_EQ(CostLaunchName(o.launch), std::string(launch));
+    EXPECT_EQ(o.iters, 1) << launch;
+    EXPECT_EQ(o.reps, 200) << launch;
+    EXPECT_EQ(o.stagger_us, 0) << launch;
+  }
+  ASSERT_OK_AND_ASSIGN(CostOptions g, ParseCostArgs({"--launch", "graph-threads"}));
+  EXPECT_TRUE(LaunchUsesGraphs(g.launch));
+  ASSERT_OK_AND_ASSIGN(CostOptions e, ParseCostArgs({"--launch", "eager-threads"}));
+  EXPECT_FALSE(LaunchUsesGraphs(e.launch));
+  // Given flags win over the threaded defaults.
+  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--launch", "eager-threads", "--reps", "5",
+                                                     "--iters", "3", "--stagger", "20"}));
+  EXPECT_EQ(o.reps, 5);
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_EQ(o.stagger_us, 20);
+  // The single-thread launches keep their defaults.
+  for (const char* launch : {"eager", "graph"}) {
+    ASSERT_OK_AND_ASSIGN(CostOptions s, ParseCostArgs({"--launch", launch}));
+    EXPECT_FALSE(LaunchUsesThreads(s.launch)) << launch;
+    EXPECT_EQ(s.iters, 0) << launch;
+    EXPECT_EQ(s.reps, 7) << launch;
+  }
+}
+
+TEST(KernelCostOptionsTest, ThreadedLaunchesNeedEveryRankAndOnlyTheyStagger) {
+  EXPECT_THAT(ParseCostArgs({"--launch", "eager-threads", "--mode", "alone"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("--mode shared")));
+  EXPECT_THAT(ParseCostArgs({"--launch", "graph", "--stagger", "10"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("--stagger")));
+  EXPECT_THAT(ParseCostArgs({"--stagger", "0"}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("--stagger")));
 }
 
 TEST(KernelCostVariantTest, AloneNeedsAVariantThatSkipsTheWaits) {
@@ -144,6 +185,67 @@ TEST(KernelCostPlanTest, ItersFollowTheFlagOrTheBenchDefault) {
   EXPECT_EQ(ItersFor(o, 256 * M), 7);
 }
 
+TEST(KernelCostResultTest, PercentilesInterpolateBetweenOrderStatistics) {
+  EXPECT_EQ(Percentile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 0.99), 7);
+  // Unsorted input; positions q x (n - 1) over 1..5.
+  const std::vector<double> v = {5, 1, 4, 2, 3};
+  EXPECT_DOUBLE_EQ(Percentile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.5), 3);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.9), 4.6);
+  EXPECT_DOUBLE_EQ(Percentile(v, 1), 5);
+  // p50 is the median for even counts too.
+  EXPECT_DOUBLE_EQ(Percentile({9, 3, 5, 4}, 0.5), 4.5);
+  // 101 samples 0..100: p99 is the 99th; one outlier moves only the top.
+  std::vector<double> many;
+  for (int i = 0; i <= 100; ++i) many.push_back(i);
+  EXPECT_DOUBLE_EQ(Percentile(many, 0.99), 99);
+  many.back() = 1e6;
+  EXPECT_DOUBLE_EQ(Percentile(many, 0.99), 99);
+  EXPECT_DOUBLE_EQ(Percentile(many, 0.90), 90);
+}
+
+TEST(KernelCostResultTest, SummaryHasTheSpreadAndTheSkew) {
+  std::vector<double> samples;
+  for (int i = 1; i <= 200; ++i) samples.push_back(i == 137 ? 214.0 : 7.0 + (i % 4));
+  const CostResult r =
+      Summarize({256 * K, BenchDType::kFp16, Codec::kFp}, 1, samples, {0.5, 2.0, 1.0});
+  EXPECT_DOUBLE_EQ(r.best_us, 7);
+  EXPECT_DOUBLE_EQ(r.median_us, 9);
+  EXPECT_DOUBLE_EQ(r.p90_us, 10);
+  EXPECT_DOUBLE_EQ(r.p99_us, 10);
+  EXPECT_DOUBLE_EQ(r.max_us, 214);
+  EXPECT_DOUBLE_EQ(r.skew_median_us, 1.0);
+  EXPECT_DOUBLE_EQ(r.skew_max_us, 2.0);
+  const CostResult plain = Summarize({4 * M, BenchDType::kFp16, Codec::kFp}, 50, {3, 4});
+  EXPECT_TRUE(plain.skew_us.empty());
+  EXPECT_EQ(plain.skew_max_us, 0);
+}
+
+TEST(KernelCostBarrierTest, NoThreadLeavesARoundBeforeEveryThreadEnteredIt) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 200;
+  SpinBarrier barrier(kThreads);
+  std::atomic<int> entered{0};
+  std::atomic<int> early{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < kRounds; ++round) {
+        entered.fetch_add(1);
+        barrier.Wait();
+        // Every thread entered this round; none can have entered the round
+        // after the next (it would have to pass the next Wait alone).
+        const int seen = entered.load();
+        if (seen < (round + 1) * kThreads || seen > (round + 2) * kThreads) early.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(early.load(), 0);
+  EXPECT_EQ(entered.load(), kThreads * kRounds);
+}
+
 TEST(KernelCostResultTest, BestAndMedianOfTheSamples) {
   const CostResult r = Summarize({4 * M, BenchDType::kFp16, Codec::kInt4}, 10, {9, 3, 5, 4});
   EXPECT_DOUBLE_EQ(r.best_us, 3);
@@ -181,15 +283,24 @@ TEST(KernelCostOutputTest, CsvHasOneLinePerResultAndEmptyTimesOnFailure) {
   bad.error = "rank 0's kernel gave up (timeout), again\nand again";
   EXPECT_EQ(CostCsvHeader(),
             "algorithm,mode,launch,variant,world_size,bytes,dtype,regime,iters,reps,best_us,"
-            "median_us,algbw_gbps,error\n");
+            "median_us,algbw_gbps,p90_us,p99_us,max_us,stagger_us,skew_median_us,skew_max_us,"
+            "error\n");
   EXPECT_EQ(CostCsvLine(run, ok),
-            "two-shot,alone,graph,bare,2,67108864,fp16,INT4,4,3,60.800,61.000,1103.76,\n");
+            "two-shot,alone,graph,bare,2,67108864,fp16,INT4,4,3,60.800,61.000,1103.76,61.800,"
+            "61.980,62.000,0,,,\n");
   EXPECT_EQ(CostCsvLine(run, bad),
-            "two-shot,alone,graph,bare,2,268435456,bf16,INT3,2,0,,,,rank 0's kernel gave up "
+            "two-shot,alone,graph,bare,2,268435456,bf16,INT3,2,0,,,,,,,0,,,rank 0's kernel gave up "
             "(timeout); again and again\n");
   const CostRun one = TestRun({"--algorithm", "one-shot"}, "");
   EXPECT_EQ(CostCsvLine(one, Summarize({4 * K, BenchDType::kBf16, Codec::kFp}, 50, {3.0})),
-            "one-shot,shared,eager,real,2,4096,bf16,exact,50,1,3.000,3.000,1.37,\n");
+            "one-shot,shared,eager,real,2,4096,bf16,exact,50,1,3.000,3.000,1.37,3.000,3.000,3.000,"
+            "0,,,\n");
+  const CostRun threads =
+      TestRun({"--algorithm", "one-shot", "--launch", "eager-threads", "--stagger", "30"}, "");
+  EXPECT_EQ(CostCsvLine(threads, Summarize({16 * K, BenchDType::kFp16, Codec::kFp}, 1, {8, 9, 10},
+                                           {0.25, 0.5, 31})),
+            "one-shot,shared,eager-threads,real,2,16384,fp16,exact,1,3,8.000,9.000,2.05,9.800,"
+            "9.980,10.000,30,0.500,31.000,\n");
 }
 
 TEST(KernelCostOutputTest, JsonRecordsTheRunAndEveryResult) {
@@ -205,8 +316,26 @@ TEST(KernelCostOutputTest, JsonRecordsTheRunAndEveryResult) {
   EXPECT_EQ(j["results"][0]["best_us"], 10.0);
   EXPECT_EQ(j["results"][0]["median_us"], 11.0);
   EXPECT_EQ(j["results"][0]["regime"], "FP");
+  EXPECT_FALSE(j["results"][0].contains("skew_us"));
   EXPECT_FALSE(j["results"][1].contains("best_us"));
   EXPECT_EQ(j["results"][1]["error"], "boom");
+  EXPECT_EQ(j["run"]["threads"], false);
+
+  const CostRun threads = TestRun({"--algorithm", "one-shot", "--launch", "graph-threads"}, "");
+  const CostResult t =
+      Summarize({64 * K, BenchDType::kBf16, Codec::kFp}, 1, {4, 5, 6, 40}, {0.5, 0.5, 1.5, 0.5});
+  const auto jt = nlohmann::json::parse(CostJson(threads, {t}));
+  EXPECT_EQ(jt["run"]["launch"], "graph-threads");
+  EXPECT_EQ(jt["run"]["threads"], true);
+  EXPECT_EQ(jt["run"]["reps"], 200);
+  EXPECT_EQ(jt["run"]["iters"], 1);
+  const auto& row = jt["results"][0];
+  EXPECT_EQ(row["median_us"], 5.5);
+  EXPECT_EQ(row["max_us"], 40.0);
+  EXPECT_DOUBLE_EQ(row["p90_us"].get<double>(), 29.8);
+  EXPECT_EQ(row["skew_us"].size(), 4u);
+  EXPECT_EQ(row["skew_median_us"], 0.5);
+  EXPECT_EQ(row["skew_max_us"], 1.5);
 }
 
 TEST(KernelCostOutputTest, TableLineShowsTimesOrTheFailure) {
@@ -216,6 +345,22 @@ TEST(KernelCostOutputTest, TableLineShowsTimesOrTheFailure) {
   EXPECT_THAT(CostTableLine(run, ok), HasSubstr("100.00"));
   ok.error = "boom";
   EXPECT_THAT(CostTableLine(run, ok), HasSubstr("FAILED: boom"));
+  EXPECT_THAT(CostTableHeader(run), HasSubstr("median us"));
+  EXPECT_THAT(CostTableHeader(run), ::testing::Not(HasSubstr("p99")));
+
+  const CostRun threads = TestRun({"--algorithm", "one-shot", "--launch", "eager-threads"}, "");
+  EXPECT_THAT(CostTableHeader(threads), HasSubstr("p50 us    p90 us    p99 us    max us"));
+  EXPECT_THAT(CostTableHeader(threads), HasSubstr("skew max"));
+  const CostResult t =
+      Summarize({16 * K, BenchDType::kFp16, Codec::kFp}, 1, {7, 8, 9, 214}, {0.5, 1, 1, 3});
+  EXPECT_THAT(CostTableLine(threads, t),
+              HasSubstr("7.00      8.50    152.50    207.85    214.00       1.00       3.00"));
+  const std::string banner = Banner(threads);
+  EXPECT_THAT(banner, HasSubstr("one host thread per rank"));
+  EXPECT_THAT(banner, HasSubstr("200 timed repetitions"));
+  EXPECT_THAT(Banner(TestRun(
+                  {"--algorithm", "one-shot", "--launch", "eager-threads", "--stagger", "25"}, "")),
+              HasSubstr("rank r 25 us x r later"));
 }
 
 }  // namespace
