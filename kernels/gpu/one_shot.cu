@@ -93,8 +93,29 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
   }
 }
 
-// Grids larger than this gate their polling (below).
-inline constexpr unsigned kOneShotGateBlocks = 4;
+// Grids larger than this gate their polling (below). A single block (4 KiB
+// and below) polls at once: there the barrier costs more than the polling.
+inline constexpr unsigned kOneShotGateBlocks = 1;
+
+// The atom a peer pushes last for this block: the highest one of its last
+// row. Each thread of the peer's block pushes its atoms row by row, so this
+// is among the last stores to land; block b's first atom, which the gate
+// polled before, lands with the first stores and says nothing of the rest.
+// Most calls give a block one row (rows <= OneShotStrideBlocks), and then
+// the last atom is the row's last thread's, stored by another warp at about
+// the same time: the gate holds the block for most of the transfer, not all
+// of it. Nothing depends on the order: the gate only keeps the other
+// threads off the lines still being written, and every thread still polls
+// each of its atoms before it reads it.
+QR_DEVICE_INLINE size_t LastAtomOfBlock(size_t atoms, size_t stride) {
+  const size_t row_atoms = kOneShotThreads;
+  const size_t first_row = blockIdx.x;
+  const size_t rows = (atoms + row_atoms - 1) / row_atoms;
+  const size_t last_row =
+      first_row + (rows - 1 - first_row) / (stride / row_atoms) * (stride / row_atoms);
+  const size_t end = last_row * row_atoms + row_atoms;
+  return (end < atoms ? end : atoms) - 1;
+}
 
 template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
@@ -130,21 +151,22 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   }
 
   char* const mine = p.buffers[p.rank] + p.oneshot + phase;
-  // While the peers' data is still on its way only thread 0 polls (its own
-  // first atom of each source); the others wait at the barrier. Thousands of
-  // threads polling the very lines the peers are writing slow the arrival
-  // down when one rank starts well before the other; with a few blocks the
-  // barrier costs more than the polling does (docs/performance.md,
-  // "Measurements behind the kernels' choices").
+  // While the peers' data is still on its way only thread 0 polls (the last
+  // atom each source pushes for this block, LastAtomOfBlock); the others wait
+  // at the barrier. Thousands of threads polling the very lines the peers are
+  // writing slow the arrival down when one rank starts well before the other,
+  // as eager callers do (docs/performance.md, "Measurements behind the
+  // kernels' choices" and "Known problems").
   bool ok = true;
   if (gridDim.x > kOneShotGateBlocks) {  // the same on every thread
     __shared__ uint32_t gate_ok;
     if (threadIdx.x == 0) {
+      const size_t gate = LastAtomOfBlock(atoms, stride);
       bool arrived = true;
 #pragma unroll
       for (int s = 0; s < kWs; ++s) {
         Vec16 v;
-        if (s != p.rank && arrived) arrived = Receive(mine + s * kPerSource + first * 16, v, p);
+        if (s != p.rank && arrived) arrived = Receive(mine + s * kPerSource + gate * 16, v, p);
       }
       gate_ok = arrived ? 1u : 0u;
     }
