@@ -523,6 +523,32 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
   std::printf("abort: stream drained %.1f ms after the abort word was raised\n", s * 1e3);
 }
 
+// One-shot reads the abort word from thread 0 of a block only, its other
+// threads the error word that sets (kernels/gpu/one_shot.cu, AbortWatch): an
+// unbounded wait still ends soon after the word is raised, in a one-block
+// grid where every thread polls and in a gated grid of many blocks.
+TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingOneShotKernel) {
+  for (size_t count : {size_t{2048}, size_t{1} << 17}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    // The abort is sticky for the group: a fresh one per size.
+    group_.reset();
+    auto g = LocalGroup::Create(kWs, /*max_blocks=*/0, TestGpus());
+    ASSERT_OK(g.status());
+    group_ = std::move(*g);
+    auto buf = Alloc(*group_, count);
+    ASSERT_NE(buf, nullptr);
+    LocalCall call{WorkFormat::kBf16, Codec::kFp, count, /*timeout_ms=*/0, /*one_shot=*/true};
+    ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_OK(gpu::SetDevice(group_->device(0)));
+    ASSERT_OK_AND_ASSIGN(bool done, gpu::StreamDone(group_->stream(0)));
+    EXPECT_FALSE(done) << "the kernel should still be waiting for rank 1";
+    group_->RaiseAbort();
+    EXPECT_LT(DrainSeconds(*group_, 0, 5.0), 1.0) << "stream did not drain within 1 s of the abort";
+    EXPECT_EQ(group_->error(0), kGpuErrorAborted);
+  }
+}
+
 TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
   auto buf = Alloc(*group_, 1 << 16);
   ASSERT_NE(buf, nullptr);
