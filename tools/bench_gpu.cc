@@ -54,10 +54,18 @@ StatusOr<double> TimeBatches(Stopwatch& watch, const std::vector<void*>& streams
   return Median(samples);
 }
 
+int RankDevice(const std::vector<int>& devices, int rank) {
+  return devices.empty() ? rank : devices[rank];
+}
+
+Status Graphs::Launch(int rank, void* stream) const {
+  QR_RETURN_IF_ERROR(gpu::SetDevice(RankDevice(devices, rank)));
+  return exec[rank].Launch(stream);
+}
+
 Status Graphs::LaunchAll(const std::vector<void*>& streams) const {
   for (size_t r = 0; r < exec.size(); ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(static_cast<int>(r)));
-    QR_RETURN_IF_ERROR(exec[r].Launch(streams[r]));
+    QR_RETURN_IF_ERROR(Launch(static_cast<int>(r), streams[r]));
   }
   return OkStatus();
 }
@@ -78,12 +86,13 @@ StatusOr<gpu::ScopedGraph> CaptureStream(int device, void* stream, bool thread_l
 
 Status CaptureRank(int rank, void* stream, bool thread_local_mode,
                    const std::function<Status()>& enqueue, Graphs* graphs) {
-  QR_ASSIGN_OR_RETURN(graphs->exec[rank], CaptureStream(rank, stream, thread_local_mode, enqueue));
+  QR_ASSIGN_OR_RETURN(graphs->exec[rank], CaptureStream(RankDevice(graphs->devices, rank), stream,
+                                                        thread_local_mode, enqueue));
   return OkStatus();
 }
 
 // A 16 MiB pattern of xorshift64 bits, tiled.
-Status FillInputs(DeviceBuffers& b, size_t bytes, int ws) {
+Status FillInputs(DeviceBuffers& b, size_t bytes, const std::vector<int>& rank_devices) {
   const size_t pat_elems = 8u << 20;
   std::vector<uint16_t> pat(pat_elems);
   uint64_t x = 88172645463325252ull;
@@ -95,8 +104,8 @@ Status FillInputs(DeviceBuffers& b, size_t bytes, int ws) {
   }
   b.in.clear();
   b.out.clear();
-  for (int r = 0; r < ws; ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(r));
+  for (size_t r = 0; r < rank_devices.size(); ++r) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(rank_devices[r]));
     QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer in, gpu::DeviceBuffer::Malloc(bytes));
     QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer out, gpu::DeviceBuffer::Malloc(bytes));
     b.in.push_back(std::move(in));
@@ -107,6 +116,12 @@ Status FillInputs(DeviceBuffers& b, size_t bytes, int ws) {
     }
   }
   return OkStatus();
+}
+
+Status FillInputs(DeviceBuffers& b, size_t bytes, int ws) {
+  std::vector<int> devices(ws);
+  for (int r = 0; r < ws; ++r) devices[r] = r;
+  return FillInputs(b, bytes, devices);
 }
 
 }  // namespace qr::bench

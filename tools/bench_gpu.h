@@ -1,6 +1,7 @@
 // qr-bench's GPU plumbing over the neutral runtime API
-// (kernels/platform/gpu_api.h): one stream per rank, GPU r for rank r. A
-// stopwatch of events on rank 0's stream, the batch timing method of
+// (kernels/platform/gpu_api.h): one stream per rank, GPU r for rank r unless
+// the caller names each rank's GPU (qr-kernel-cost puts every rank on GPU 0).
+// A stopwatch of events on rank 0's stream, the batch timing method of
 // tools/bench_plan.h, per-rank graph capture, and the input and output
 // buffers every cell reuses, all held in gpu_api.h's owners. Every function
 // may change the calling thread's current device.
@@ -41,11 +42,21 @@ class Stopwatch {
 [[nodiscard]] StatusOr<double> TimeBatches(Stopwatch& watch, const std::vector<void*>& streams,
                                            int calls, const std::function<Status()>& batch);
 
+// Rank r's GPU: devices[r], or r when devices is empty.
+int RankDevice(const std::vector<int>& devices, int rank);
+
 // One captured graph per rank (empty until CaptureRank fills it).
 struct Graphs {
+  // Rank r on GPU r.
   explicit Graphs(int ranks) : exec(ranks) {}
+  // Rank r on GPU devices[r].
+  explicit Graphs(std::vector<int> rank_devices)
+      : exec(rank_devices.size()), devices(std::move(rank_devices)) {}
   std::vector<gpu::ScopedGraph> exec;
-  // Replays every rank's graph on its stream.
+  std::vector<int> devices;  // empty: rank r on GPU r
+  // Replays rank's graph on `stream` (a stream of the rank's GPU).
+  [[nodiscard]] Status Launch(int rank, void* stream) const;
+  // Replays every rank's graph on its stream, rank 0 first.
   [[nodiscard]] Status LaunchAll(const std::vector<void*>& streams) const;
 };
 
@@ -55,18 +66,23 @@ struct Graphs {
 [[nodiscard]] StatusOr<gpu::ScopedGraph> CaptureStream(int device, void* stream,
                                                        bool thread_local_mode,
                                                        const std::function<Status()>& enqueue);
-// CaptureStream on rank's stream (rank r on GPU r) into graphs->exec[rank].
+// CaptureStream on rank's stream (on the rank's GPU in graphs) into
+// graphs->exec[rank].
 [[nodiscard]] Status CaptureRank(int rank, void* stream, bool thread_local_mode,
                                  const std::function<Status()>& enqueue, Graphs* graphs);
 
-// One input and one output buffer per rank (rank r's on GPU r).
+// One input and one output buffer per rank (on the rank's GPU).
 struct DeviceBuffers {
   std::vector<gpu::DeviceBuffer> in, out;
 };
 
-// Allocates `bytes` in and out on each of ws ranks and fills the inputs with
-// random-looking fp16 bits (never zeros, |x| <= 2; read as bf16 they are
-// small finite values).
+// Allocates `bytes` in and out for each rank, rank r's on GPU
+// rank_devices[r], and fills the inputs with random-looking fp16 bits (never
+// zeros, |x| <= 2; read as bf16 they are small finite values), the same on
+// every rank.
+[[nodiscard]] Status FillInputs(DeviceBuffers& b, size_t bytes,
+                                const std::vector<int>& rank_devices);
+// FillInputs for ws ranks, rank r on GPU r.
 [[nodiscard]] Status FillInputs(DeviceBuffers& b, size_t bytes, int ws);
 
 }  // namespace qr::bench

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -28,9 +29,6 @@ namespace {
 using kernels::LocalCall;
 using kernels::LocalGroup;
 
-// One graph per launched rank: `iters` calls captured on its stream.
-using RankGraphs = std::vector<gpu::ScopedGraph>;
-
 class Runner {
  public:
   Runner(const CostOptions& o, int ranks) : o_(o), ranks_(ranks) {}
@@ -38,13 +36,9 @@ class Runner {
   Status Init(size_t max_bytes) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(0));
     QR_RETURN_IF_ERROR(NewGroup());
-    // FillInputs for one rank allocates on GPU 0 only; every rank's buffers
-    // live there.
-    bufs_.resize(o_.world_size);
-    for (auto& b : bufs_) {
-      b = std::make_unique<bench::DeviceBuffers>();
-      QR_RETURN_IF_ERROR(bench::FillInputs(*b, max_bytes, 1));
-    }
+    // Every rank's buffers on its GPU in the group: GPU 0.
+    for (int r = 0; r < o_.world_size; ++r) devices_.push_back(group_->device(r));
+    QR_RETURN_IF_ERROR(bench::FillInputs(bufs_, max_bytes, devices_));
     for (auto* v : {&start_, &stop_}) {
       for (int r = 0; r < ranks_; ++r) {
         QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e, gpu::ScopedEvent::Create());
@@ -97,28 +91,34 @@ class Runner {
     return OkStatus();
   }
 
+  Status LaunchRank(int r, const LocalCall& call) {
+    return group_->Launch(r, call, bufs_.in[r].get(), bufs_.out[r].get());
+  }
+
   Status LaunchOnce(const LocalCall& call) {
-    for (int r = 0; r < ranks_; ++r) {
-      QR_RETURN_IF_ERROR(group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
-    }
+    for (int r = 0; r < ranks_; ++r) QR_RETURN_IF_ERROR(LaunchRank(r, call));
     return OkStatus();
   }
 
-  Status Capture(const LocalCall& call, int iters, RankGraphs& graphs) {
-    graphs.clear();
+  // One graph per launched rank: `iters` calls captured on its stream.
+  StatusOr<bench::Graphs> Capture(const LocalCall& call, int iters) {
+    bench::Graphs graphs(std::vector<int>(devices_.begin(), devices_.begin() + ranks_));
     for (int r = 0; r < ranks_; ++r) {
-      QR_ASSIGN_OR_RETURN(
-          gpu::ScopedGraph g,
-          bench::CaptureStream(0, group_->stream(r), /*thread_local_mode=*/false, [&]() -> Status {
-            for (int i = 0; i < iters; ++i) {
-              QR_RETURN_IF_ERROR(
-                  group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
-            }
+      QR_RETURN_IF_ERROR(bench::CaptureRank(
+          r, group_->stream(r), /*thread_local_mode=*/false,
+          [&]() -> Status {
+            for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(LaunchRank(r, call));
             return OkStatus();
-          }));
-      graphs.push_back(std::move(g));
+          },
+          &graphs));
     }
-    return OkStatus();
+    return graphs;
+  }
+
+  std::vector<void*> Streams() const {
+    std::vector<void*> streams;
+    for (int r = 0; r < ranks_; ++r) streams.push_back(group_->stream(r));
+    return streams;
   }
 
   // Per-call microseconds from the earliest start to the latest stop event
@@ -138,14 +138,12 @@ class Runner {
 
   // One repetition: per-call microseconds from the earliest start to the
   // latest stop over the launched ranks' streams.
-  StatusOr<double> Rep(const LocalCall& call, int iters, const RankGraphs* graphs) {
+  StatusOr<double> Rep(const LocalCall& call, int iters, const bench::Graphs* graphs) {
     QR_RETURN_IF_ERROR(group_->Synchronize());
     for (int r = 0; r < ranks_; ++r)
       QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), group_->stream(r)));
     if (graphs != nullptr) {
-      for (int r = 0; r < ranks_; ++r) {
-        QR_RETURN_IF_ERROR((*graphs)[r].Launch(group_->stream(r)));
-      }
+      QR_RETURN_IF_ERROR(graphs->LaunchAll(Streams()));
     } else {
       for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(LaunchOnce(call));
     }
@@ -158,15 +156,13 @@ class Runner {
 
   // Rank r's part of a threaded repetition, on its own thread: its start
   // event, its calls (or its graph), its stop event, and the wait for them.
-  Status RankRep(int r, const LocalCall& call, int iters, const RankGraphs* graphs) {
+  Status RankRep(int r, const LocalCall& call, int iters, const bench::Graphs* graphs) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
     QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), group_->stream(r)));
     if (graphs != nullptr) {
-      QR_RETURN_IF_ERROR((*graphs)[r].Launch(group_->stream(r)));
+      QR_RETURN_IF_ERROR(graphs->Launch(r, group_->stream(r)));
     } else {
-      for (int i = 0; i < iters; ++i) {
-        QR_RETURN_IF_ERROR(group_->Launch(r, call, bufs_[r]->in[0].get(), bufs_[r]->out[0].get()));
-      }
+      for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(LaunchRank(r, call));
     }
     QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), group_->stream(r)));
     return gpu::StreamSynchronize(group_->stream(r));
@@ -186,7 +182,7 @@ class Runner {
   // its own rank's stream, events and RankState (whose launch caches are
   // atomics), and the group's per-timeout states were built by the eager
   // call that TimeCell makes first, so concurrent Launch calls only read them.
-  Status TimeThreaded(const LocalCall& call, int iters, const RankGraphs* graphs,
+  Status TimeThreaded(const LocalCall& call, int iters, const bench::Graphs* graphs,
                       std::vector<double>& samples, std::vector<double>& skews) {
     SpinBarrier barrier(ranks_);
     std::atomic<bool> failed{false};
@@ -246,18 +242,21 @@ class Runner {
     QR_RETURN_IF_ERROR(LaunchOnce(call));
     QR_RETURN_IF_ERROR(group_->Synchronize());
     QR_RETURN_IF_ERROR(CheckErrors());
-    RankGraphs graphs;
-    const bool graph = LaunchUsesGraphs(o_.launch);
-    if (graph) QR_RETURN_IF_ERROR(Capture(call, iters, graphs));
+    std::optional<bench::Graphs> graphs;
+    if (LaunchUsesGraphs(o_.launch)) {
+      QR_ASSIGN_OR_RETURN(bench::Graphs g, Capture(call, iters));
+      graphs.emplace(std::move(g));
+    }
+    const bench::Graphs* replay = graphs.has_value() ? &*graphs : nullptr;
     if (LaunchUsesThreads(o_.launch)) {
-      QR_RETURN_IF_ERROR(TimeThreaded(call, iters, graph ? &graphs : nullptr, samples, skews));
+      QR_RETURN_IF_ERROR(TimeThreaded(call, iters, replay, samples, skews));
       return group_->Synchronize();
     }
     for (int w = 0; w < o_.warmup; ++w) {
-      QR_RETURN_IF_ERROR(Rep(call, iters, graph ? &graphs : nullptr).status());
+      QR_RETURN_IF_ERROR(Rep(call, iters, replay).status());
     }
     for (int t = 0; t < o_.reps; ++t) {
-      QR_ASSIGN_OR_RETURN(double us, Rep(call, iters, graph ? &graphs : nullptr));
+      QR_ASSIGN_OR_RETURN(double us, Rep(call, iters, replay));
       samples.push_back(us);
     }
     return group_->Synchronize();
@@ -266,7 +265,8 @@ class Runner {
   const CostOptions& o_;
   const int ranks_;  // ranks launched: world size (shared) or 1 (alone)
   std::unique_ptr<LocalGroup> group_;
-  std::vector<std::unique_ptr<bench::DeviceBuffers>> bufs_;
+  std::vector<int> devices_;  // rank r's GPU in the group
+  bench::DeviceBuffers bufs_;
   // Events on every launched rank's stream (all on GPU 0).
   std::vector<gpu::ScopedEvent> start_, stop_;
 };
