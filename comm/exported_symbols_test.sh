@@ -8,17 +8,21 @@ lib="$1"
 defined=$(readelf --dyn-syms -W "$lib" |
   awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK" || $5 == "UNIQUE") {print $8}' |
   sed 's/@.*//' | sort -u)
-others=$(echo "$defined" | grep -v '^qr_' || true)
+# Lookups read here-strings, not `echo | grep -q`: bash writes echo's output a
+# line at a time, grep -q exits at its match, and a writer descheduled in
+# between (a loaded machine) dies of SIGPIPE, which pipefail turned into a
+# "missing export" of a symbol that was there.
+others=$(grep -v '^qr_' <<<"$defined" || true)
 if [[ -n "$others" ]]; then
   echo "exported symbols outside the C ABI:" >&2
-  echo "$others" | head -20 >&2
+  head -20 <<<"$others" >&2
   exit 1
 fi
 for sym in qr_join qr_should_all_reduce qr_all_reduce qr_all_reduce_ex qr_check qr_leave \
            qr_last_error qr_status_name qr_abort qr_comm_rank qr_comm_world_size \
            qr_version qr_config_json qr_should_all_reduce_ex qr_reference_all_reduce \
            qr_reference_check_bound qr_reference_error_bounds; do
-  if ! echo "$defined" | grep -qx "$sym"; then
+  if ! grep -qx "$sym" <<<"$defined"; then
     echo "missing export: $sym" >&2
     exit 1
   fi

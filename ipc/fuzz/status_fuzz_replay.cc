@@ -1,15 +1,14 @@
-// Runs the status fuzz target's checks without libFuzzer (so CI's gcc build
-// covers it): status documents of every shape, with hostile strings and
-// wrong types, their mutations, non-ASCII text and random bytes.
+// Runs the status fuzz target's checks without libFuzzer (replay_driver.h):
+// status documents of every shape, with hostile strings and wrong types,
+// their mutations, non-ASCII text and random bytes.
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ipc/fuzz/replay_driver.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
-
+namespace qr {
 namespace {
 
 std::vector<std::string> Seeds() {
@@ -36,26 +35,18 @@ std::vector<std::string> Seeds() {
 }
 
 TEST(StatusFuzzReplayTest, DocumentsTextAndNoise) {
-  std::mt19937 rng(11);
-  int runs = 0;
-  for (const std::string& seed : Seeds()) {
-    std::vector<uint8_t> bytes(seed.begin(), seed.end());
-    for (size_t cut = 0; cut <= bytes.size(); cut += 3, ++runs) {
-      LLVMFuzzerTestOneInput(bytes.data(), cut);
-    }
-    for (int i = 0; i < 300; ++i, ++runs) {
-      std::vector<uint8_t> m = bytes;
-      int flips = 1 + static_cast<int>(rng() % 3);
-      for (int k = 0; k < flips; ++k) m[rng() % m.size()] = static_cast<uint8_t>(rng());
-      LLVMFuzzerTestOneInput(m.data(), m.size());
-    }
-  }
-  for (int i = 0; i < 2000; ++i, ++runs) {
-    std::vector<uint8_t> noise(rng() % 96);
-    for (auto& b : noise) b = static_cast<uint8_t>(rng() | ((i & 1) ? 0x80 : 0));
-    LLVMFuzzerTestOneInput(noise.data(), noise.size());
-  }
-  EXPECT_GT(runs, 4000);
+  std::vector<std::vector<uint8_t>> seeds;
+  for (const std::string& seed : Seeds()) seeds.emplace_back(seed.begin(), seed.end());
+  fuzz::ReplayPlan plan;
+  plan.rng_seed = 11;
+  plan.cut_step = 3;
+  plan.mutations_per_seed = 300;
+  plan.max_flips = 3;
+  plan.noise_inputs = 2000;
+  plan.max_noise_bytes = 96;
+  plan.high_bit_noise = true;
+  EXPECT_GT(fuzz::ReplayThroughTarget(seeds, plan), 4000);
 }
 
 }  // namespace
+}  // namespace qr

@@ -1,14 +1,12 @@
-// Runs the fuzz target's checks without libFuzzer (so CI's gcc build covers
-// it): valid frames of every type, their truncations and byte mutations, and
+// Runs the wire fuzz target's checks without libFuzzer (replay_driver.h):
+// valid frames of every type, their truncations and byte mutations, and
 // random noise.
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ipc/fuzz/replay_driver.h"
 #include "ipc/wire.h"
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace qr::ipc {
 namespace {
@@ -43,25 +41,13 @@ std::vector<std::vector<uint8_t>> Seeds() {
 }
 
 TEST(WireFuzzReplayTest, MutationsOfValidFramesAndNoise) {
-  std::mt19937 rng(7);
-  int runs = 0;
-  for (const auto& seed : Seeds()) {
-    for (size_t cut = 0; cut <= seed.size(); ++cut, ++runs) {
-      LLVMFuzzerTestOneInput(seed.data(), cut);
-    }
-    for (int i = 0; i < 2000; ++i, ++runs) {
-      std::vector<uint8_t> m = seed;
-      int flips = 1 + static_cast<int>(rng() % 4);
-      for (int k = 0; k < flips; ++k) m[rng() % m.size()] = static_cast<uint8_t>(rng());
-      LLVMFuzzerTestOneInput(m.data(), m.size());
-    }
-  }
-  for (int i = 0; i < 20000; ++i, ++runs) {
-    std::vector<uint8_t> noise(rng() % 128);
-    for (auto& b : noise) b = static_cast<uint8_t>(rng());
-    LLVMFuzzerTestOneInput(noise.data(), noise.size());
-  }
-  EXPECT_GT(runs, 40000);
+  fuzz::ReplayPlan plan;
+  plan.rng_seed = 7;
+  plan.mutations_per_seed = 2000;
+  plan.max_flips = 4;
+  plan.noise_inputs = 20000;
+  plan.max_noise_bytes = 128;
+  EXPECT_GT(fuzz::ReplayThroughTarget(Seeds(), plan), 40000);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -121,6 +122,16 @@ int CountOpenFds(pid_t pid) {
   }
   ::closedir(d);
   return n;
+}
+
+std::chrono::microseconds CpuTimeOf(pid_t pid) {
+  clockid_t clock{};
+  timespec ts{};
+  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) {
+    return std::chrono::microseconds(-1);
+  }
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 int ConnectRaw(const std::string& socket) {

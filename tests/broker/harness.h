@@ -54,6 +54,9 @@ Status PublishBoth(ipc::GroupMembership& m0, ipc::GroupMembership& m1);
 // Names of this uid's shm objects whose name starts with `prefix`.
 std::vector<std::string> ShmObjectsWithPrefix(const std::string& prefix);
 int CountOpenFds(pid_t pid);
+// CPU time (user + system) process `pid` has used so far, or -1 us. Unlike
+// wall time it does not grow when a loaded machine deschedules the process.
+std::chrono::microseconds CpuTimeOf(pid_t pid);
 // A plain connected socket to the broker (for raw bytes), or -1.
 int ConnectRaw(const std::string& socket);
 // Reads fd until EOF or timeout; returns what arrived, *eof says which.
