@@ -45,8 +45,16 @@ int SweepWorker(const WorkerArgs& a) {
     std::fprintf(stderr, "rank %d: join: %s\n", a.rank(), comm.status().ToString().c_str());
     return 2;
   }
-  int failures = 0;
   std::string fingerprints;
+  // Rank 0 checks every output only after the group is done: checking a
+  // large case between calls kept its peers waiting in their next call, and
+  // under load that wait ran into the op timeout (QR_OP_TIMEOUT_MS).
+  struct Result {
+    Case c;
+    Algorithm algorithm;
+    std::vector<uint16_t> out;
+  };
+  std::vector<Result> results;
   std::vector<uint16_t> out;
   for (const Case& c : ParseCases(a.Get("cases"))) {
     Status s = RunCase(**comm, c, &out);
@@ -60,13 +68,7 @@ int SweepWorker(const WorkerArgs& a) {
                   Fingerprint(out.data(), out.size() * 2));
     fingerprints += line;
     if (a.rank() == 0) {
-      const Algorithm algorithm = AlgorithmOf((*comm)->config(), c, a.world_size());
-      const demo::Verdict v = VerifyCase(c, a.world_size(), algorithm, out.data());
-      if (!v.ok()) {
-        std::fprintf(stderr, "rank 0: %s (%s): %s\n", CaseName(c).c_str(), AlgorithmName(algorithm),
-                     v.Describe().c_str());
-        ++failures;
-      }
+      results.push_back({c, AlgorithmOf((*comm)->config(), c, a.world_size()), out});
     }
   }
   if (!WriteFile(FingerprintPath(a, a.rank()), fingerprints)) return 4;
@@ -74,6 +76,15 @@ int SweepWorker(const WorkerArgs& a) {
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: leave: %s\n", a.rank(), s.ToString().c_str());
     return 5;
+  }
+  int failures = 0;
+  for (const Result& r : results) {
+    const demo::Verdict v = VerifyCase(r.c, a.world_size(), r.algorithm, r.out.data());
+    if (!v.ok()) {
+      std::fprintf(stderr, "rank 0: %s (%s): %s\n", CaseName(r.c).c_str(),
+                   AlgorithmName(r.algorithm), v.Describe().c_str());
+      ++failures;
+    }
   }
   return failures == 0 ? 0 : 1;
 }
