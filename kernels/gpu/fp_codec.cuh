@@ -58,19 +58,8 @@ struct FpCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      float acc[8];
-      Unpack<kBf16>(src[0].v[k], acc);
-#pragma unroll
-      for (int r = 1; r < kWs; ++r) {
-        float v[8];
-        Unpack<kBf16>(src[r].v[k], v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-      }
-      out[k] = Pack<kBf16>(acc);
-    }
+    FoldInRankOrder<kBf16, kWs>(
+        [&](int r, int k, float (&v)[8]) { Unpack<kBf16>(src[r].v[k], v); }, out);
   }
 
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.

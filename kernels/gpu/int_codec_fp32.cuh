@@ -131,19 +131,8 @@ struct IntCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      float acc[8];
-      DecodeAtom(src[0], k, acc);
-#pragma unroll
-      for (int r = 1; r < kWs; ++r) {
-        float v[8];
-        DecodeAtom(src[r], k, v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-      }
-      out[k] = Pack<kBf16>(acc);
-    }
+    FoldInRankOrder<kBf16, kWs>([&](int r, int k, float (&v)[8]) { DecodeAtom(src[r], k, v); },
+                                out);
   }
 
   // A row with a finite scale decodes to finite values (finite codes times a

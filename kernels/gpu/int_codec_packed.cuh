@@ -175,22 +175,13 @@ struct PackedCodec {
         }
       }
     } else {
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-        float acc[8];
-        uint32_t x[4];
-        DecodeAtom(src[0], k, x);
-        Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, acc);
-#pragma unroll
-        for (int r = 1; r < kWs; ++r) {
-          float v[8];
-          DecodeAtom(src[r], k, x);
-          Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-        }
-        out[k] = Pack<false>(acc);
-      }
+      FoldInRankOrder<false, kWs>(
+          [&](int r, int k, float (&v)[8]) {
+            uint32_t x[4];
+            DecodeAtom(src[r], k, x);
+            Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);
+          },
+          out);
     }
   }
 

@@ -225,6 +225,28 @@ QR_DEVICE_INLINE Vec16 Pack(const float (&f)[8]) {
   return v;
 }
 
+// The rank-order reduce of a shard of kA atoms, the same for every codec
+// that sums in fp32: per atom, the left fold of the kWs sources' decoded
+// values (decode(r, k, v): source r's atom k as eight exact fp32 values),
+// one IEEE addition at a time in rank order 0..kWs-1, rounded once by Pack.
+// One atom's sum is live at a time.
+template <bool kBf16, int kWs, int kA, class Decode>
+QR_DEVICE_INLINE void FoldInRankOrder(Decode&& decode, Vec16 (&out)[kA]) {
+#pragma unroll
+  for (int k = 0; k < kA; ++k) {
+    float acc[8];
+    decode(0, k, acc);
+#pragma unroll
+    for (int r = 1; r < kWs; ++r) {
+      float v[8];
+      decode(r, k, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
+    }
+    out[k] = Pack<kBf16>(acc);
+  }
+}
+
 template <WorkFormat kElem>
 struct Elem;
 
