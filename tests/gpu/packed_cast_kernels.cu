@@ -7,6 +7,7 @@
 #include "kernels/platform/gpu_status.h"
 #include "kernels/platform/math.cuh"
 #include "kernels/platform/vec.cuh"
+#include "tests/gpu/device_words.h"
 #include "tests/gpu/packed_cast_kernels.h"
 
 namespace qr::testing {
@@ -59,12 +60,6 @@ __global__ void CastOpKernel(CastOp op, const uint32_t* in, uint32_t* out, uint3
   }
 }
 
-StatusOr<gpu::DeviceBuffer> Upload(const uint32_t* host, size_t n) {
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer words, gpu::DeviceBuffer::Malloc(n * sizeof(uint32_t)));
-  if (host != nullptr) QR_RETURN_IF_ERROR(gpu::Memcpy(words.get(), host, words.bytes()));
-  return words;
-}
-
 }  // namespace
 
 Status RunCastOp(CastOp op, const uint32_t* in, uint32_t* out, uint32_t* absmax, size_t words) {
@@ -75,9 +70,9 @@ Status RunCastOp(CastOp op, const uint32_t* in, uint32_t* out, uint32_t* absmax,
     return InvalidArgumentError("kInputBlock takes whole blocks of 256 atoms and an absmax array");
   }
   if (words == 0) return OkStatus();
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer din, Upload(in, words));
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, Upload(nullptr, words));
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dmax, Upload(nullptr, collective ? words / 4 : 1));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer din, UploadWords(in, words));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, UploadWords(nullptr, words));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dmax, UploadWords(nullptr, collective ? words / 4 : 1));
   const unsigned grid = collective ? static_cast<unsigned>(words / 4 / kThreads) : 1024u;
   hipLaunchKernelGGL(CastOpKernel, dim3(grid), dim3(kThreads), 0, 0, op, din.as<const uint32_t>(),
                      dout.as<uint32_t>(), dmax.as<uint32_t>(), words);
