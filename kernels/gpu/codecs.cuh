@@ -5,13 +5,15 @@
 //   kShardWireBytes          wire bytes of one whole shard (all threads)
 //   Encode(raw[kA], tid)     the Wire of this thread's atoms (collective
 //                            over the warp: block maxima, votes)
+//   EncodeInput<kIn>(in[kA], tid) Encode of input atoms in kIn's input
+//                            format (the bf16 cast converts here)
 //   Store(w, dst, tid)       this thread's bytes of the shard at dst; every
 //                            thread stores its own words straight to the
 //                            destination (no staging)
 //   Load(src, tid)           the Wire back from a received shard
 //   Reduce<ws>(src[ws], out[kA]) the rank-order reduce of the sources' Wires
 //                            (atom by atom: one atom's sum live at a time)
-//   DecodeOut(w, sink)       the shard's values (work dtype) for the output:
+//   DecodeOut<kOut>(w, sink) the shard's values in kOut's output format:
 //                            sink(k, atom) for k = 0..kA-1, one atom live
 //                            at a time
 //   kOverlapNextTile         whether the kernel sends the next tile's phase 1

@@ -28,11 +28,18 @@ struct FpCodec {
     Vec16 v[kA];
   };
 
-  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int) {
+  // The Wire of this thread's atoms of input in kIn (the work dtype, or
+  // bf16 to be cast to it).
+  template <WorkFormat kIn>
+  QR_DEVICE_INLINE static Wire EncodeInput(const Vec16 (&in)[kA], int) {
     Wire w;
 #pragma unroll
-    for (int k = 0; k < kA; ++k) w.v[k] = raw[k];
+    for (int k = 0; k < kA; ++k) w.v[k] = Elem<kIn>::In(in[k]);
     return w;
+  }
+
+  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
+    return EncodeInput<kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16>(raw, tid);
   }
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) {
@@ -51,26 +58,15 @@ struct FpCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      float acc[8];
-      Unpack<kBf16>(src[0].v[k], acc);
-#pragma unroll
-      for (int r = 1; r < kWs; ++r) {
-        float v[8];
-        Unpack<kBf16>(src[r].v[k], v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-      }
-      out[k] = Pack<kBf16>(acc);
-    }
+    FoldInRankOrder<kBf16, kWs>(
+        [&](int r, int k, float (&v)[8]) { Unpack<kBf16>(src[r].v[k], v); }, out);
   }
 
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.
-  template <class Sink>
+  template <WorkFormat kOut, class Sink>
   QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
 #pragma unroll
-    for (int k = 0; k < kA; ++k) sink(k, w.v[k]);
+    for (int k = 0; k < kA; ++k) sink(k, Elem<kOut>::Out(w.v[k]));
   }
 };
 

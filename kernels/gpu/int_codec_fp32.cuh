@@ -33,9 +33,8 @@ struct IntCodec {
   static constexpr uint16_t kInf = kBf16 ? 0x7F80u : 0x7C00u;
   static constexpr uint16_t kNaN = kBf16 ? 0x7FC0u : 0x7E00u;
 
-  // The scale word of the block this lane's atom belongs to (collective).
-  QR_DEVICE_INLINE static uint32_t BlockScale(const Vec16& raw) {
-    const uint32_t m = BlockAbsmaxBits(raw);
+  // The scale word of a block whose largest magnitude has bits m.
+  QR_DEVICE_INLINE static uint32_t BlockScale(uint32_t m) {
     if (m >= kInf) return kNaN;
     if (kBf16 && m < uint32_t{kBf16NegligibleAbsmaxBits}) return 0;  // below 2^-100: negligible
     return m;
@@ -68,14 +67,18 @@ struct IntCodec {
     }
   }
 
-  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int) {
+  // The Wire of this thread's atoms of input in kIn (the work dtype, or
+  // bf16 to be cast to it).
+  template <WorkFormat kIn>
+  QR_DEVICE_INLINE static Wire EncodeInput(const Vec16 (&in)[kA], int) {
     Wire w;
     L::Clear(w);
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
-      const uint32_t scale = BlockScale(raw[k]);
+      Vec16 raw;
+      const uint32_t scale = BlockScale(InputBlock<kIn>(in[k], raw));
       uint32_t pairs[4];
-      Quantize(raw[k], scale, pairs);
+      Quantize(raw, scale, pairs);
       L::SetScale(w, k, scale);
       if constexpr (kCodec == Codec::kInt8) {
         // One code per byte: bytes of the pairs' low halves.
@@ -86,6 +89,10 @@ struct IntCodec {
       }
     }
     return w;
+  }
+
+  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
+    return EncodeInput<kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16>(raw, tid);
   }
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) { L::Store(w, dst, tid); }
@@ -124,28 +131,24 @@ struct IntCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-#pragma unroll
-    for (int k = 0; k < kA; ++k) {
-      float acc[8];
-      DecodeAtom(src[0], k, acc);
-#pragma unroll
-      for (int r = 1; r < kWs; ++r) {
-        float v[8];
-        DecodeAtom(src[r], k, v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-      }
-      out[k] = Pack<kBf16>(acc);
-    }
+    FoldInRankOrder<kBf16, kWs>([&](int r, int k, float (&v)[8]) { DecodeAtom(src[r], k, v); },
+                                out);
   }
 
-  template <class Sink>
+  // A row with a finite scale decodes to finite values (finite codes times a
+  // finite step, Pack saturating), which OutFast casts exactly.
+  template <WorkFormat kOut, class Sink>
   QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
       float v[8];
       DecodeAtom(w, k, v);
-      sink(k, Pack<kBf16>(v));
+      const Vec16 x = Pack<kBf16>(v);
+      if constexpr (kOut == WorkFormat::kBf16Cast) {
+        sink(k, L::Scale(w, k) >= kInf ? Elem<kOut>::Out(x) : Elem<kOut>::OutFast(x));
+      } else {
+        sink(k, x);
+      }
     }
   }
 };

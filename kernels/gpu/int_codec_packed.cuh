@@ -62,12 +62,16 @@ struct PackedCodec {
     return platform::FloatToFp16Bits(ps.quotient);
   }
 
-  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
+  // The Wire of this thread's atoms of input in kIn (fp16, or bf16 to be
+  // cast to it).
+  template <WorkFormat kIn>
+  QR_DEVICE_INLINE static Wire EncodeInput(const Vec16 (&in)[kA], int tid) {
+    Vec16 raw[kA];
     uint32_t absmax[kA];
     bool fast = true;
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
-      absmax[k] = BlockAbsmaxBits(raw[k]);
+      absmax[k] = InputBlock<kIn>(in[k], raw[k]);
       fast = fast && (absmax[k] == 0 || (absmax[k] >= kFast.first && absmax[k] <= kFast.last));
     }
     Wire w;
@@ -108,6 +112,10 @@ struct PackedCodec {
       }
     }
     return w;
+  }
+
+  QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
+    return EncodeInput<WorkFormat::kFp16>(raw, tid);
   }
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) { L::Store(w, dst, tid); }
@@ -167,26 +175,19 @@ struct PackedCodec {
         }
       }
     } else {
-#pragma unroll
-      for (int k = 0; k < kA; ++k) {
-        float acc[8];
-        uint32_t x[4];
-        DecodeAtom(src[0], k, x);
-        Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, acc);
-#pragma unroll
-        for (int r = 1; r < kWs; ++r) {
-          float v[8];
-          DecodeAtom(src[r], k, x);
-          Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
-        }
-        out[k] = Pack<false>(acc);
-      }
+      FoldInRankOrder<false, kWs>(
+          [&](int r, int k, float (&v)[8]) {
+            uint32_t x[4];
+            DecodeAtom(src[r], k, x);
+            Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);
+          },
+          out);
     }
   }
 
-  template <class Sink>
+  // A row with a finite scale decodes to finite values or inf (finite code
+  // values times a finite scale word), which OutFast casts exactly.
+  template <WorkFormat kOut, class Sink>
   QR_DEVICE_INLINE static void DecodeOut(const Wire& w, Sink&& sink) {
     const bool any_nan = platform::WarpAny(AnyNaNScale(w));
 #pragma unroll
@@ -197,7 +198,12 @@ struct PackedCodec {
 #pragma unroll
         for (int m = 0; m < 4; ++m) x[m] = kNaN2;
       }
-      sink(k, Vec16{{x[0], x[1], x[2], x[3]}});
+      const Vec16 v{{x[0], x[1], x[2], x[3]}};
+      if constexpr (kOut == WorkFormat::kBf16Cast) {
+        sink(k, L::Scale(w, k) >= kFp16Inf ? Elem<kOut>::Out(v) : Elem<kOut>::OutFast(v));
+      } else {
+        sink(k, v);
+      }
     }
   }
 };

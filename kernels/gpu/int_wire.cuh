@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/codec_layout.h"
+#include "kernels/float16.h"
 #include "kernels/geometry.h"
 #include "kernels/gpu/code_planes.h"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -171,6 +172,27 @@ QR_DEVICE_INLINE uint32_t BlockAbsmaxBits(const Vec16& raw) {
   m2 = platform::MaxU16x2(m2, platform::ShuffleXorU32(m2, 1, kLaneGroup));
   m2 = platform::MaxU16x2(m2, platform::ShuffleXorU32(m2, 2, kLaneGroup));
   return max(m2 & 0xFFFFu, m2 >> 16);
+}
+
+// An input atom `in` (in kIn) in the work format, and the maximum of its
+// block (collective, like BlockAbsmaxBits). With the bf16 cast the packed
+// conversion is exact unless a half comes out inf or NaN, which lifts the
+// block's maximum to kFp16Inf or above: a warp with such a block converts
+// those blocks again, exactly, and takes their maxima again.
+template <WorkFormat kIn>
+QR_DEVICE_INLINE uint32_t InputBlock(const Vec16& in, Vec16& x) {
+  if constexpr (kIn == WorkFormat::kBf16Cast) {
+    x = Elem<kIn>::InFast(in);
+    uint32_t m = BlockAbsmaxBits(x);
+    if (platform::WarpAny(m >= kFp16Inf)) {
+      if (m >= kFp16Inf) x = Elem<kIn>::InExact(in);
+      m = BlockAbsmaxBits(x);
+    }
+    return m;
+  } else {
+    x = Elem<kIn>::In(in);
+    return BlockAbsmaxBits(x);
+  }
 }
 
 // Q + rint(v) for |v| < 2^22 is the low bits of v + (1.5 * 2^23 + Q) rounded

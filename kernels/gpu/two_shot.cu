@@ -77,10 +77,9 @@ __global__ void __launch_bounds__(
       Vec16 shard[kA];
 #pragma unroll
       for (int k = 0; k < kA; ++k) {
-        shard[k] = Elem<kElem>::In(C::kPrefetchInput ? prefetched[r * kA + k]
-                                                     : load_atom(tile, r * kA + k));
+        shard[k] = C::kPrefetchInput ? prefetched[r * kA + k] : load_atom(tile, r * kA + k);
       }
-      const Wire w = C::Encode(shard, tid);
+      const Wire w = C::template EncodeInput<kElem>(shard, tid);
       // Written unconditionally at r = 0 (exactly one r is my rank), so the
       // previous tile's `own` is dead here and takes no registers.
       if (r == 0 || r == p.rank) own = w;
@@ -94,9 +93,9 @@ __global__ void __launch_bounds__(
   // are not written).
   auto store_output = [&](int tile, int s, const Wire& w) {
     const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
-    C::DecodeOut(w, [&](int k, const Vec16& v) {
+    C::template DecodeOut<kElem>(w, [&](int k, const Vec16& v) {
       const size_t off = base + (s * kA + k) * kAtomStride;
-      if (off < p.bytes) platform::StoreOutput16(p.out + off, Elem<kElem>::Out(v));
+      if (off < p.bytes) platform::StoreOutput16(p.out + off, v);
     });
   };
 

@@ -25,6 +25,7 @@
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/atomics.cuh"
 #include "kernels/platform/device_macros.h"
+#include "kernels/platform/half2.cuh"
 #include "kernels/platform/math.cuh"
 #include "kernels/platform/vec.cuh"
 
@@ -224,6 +225,28 @@ QR_DEVICE_INLINE Vec16 Pack(const float (&f)[8]) {
   return v;
 }
 
+// The rank-order reduce of a shard of kA atoms, the same for every codec
+// that sums in fp32: per atom, the left fold of the kWs sources' decoded
+// values (decode(r, k, v): source r's atom k as eight exact fp32 values),
+// one IEEE addition at a time in rank order 0..kWs-1, rounded once by Pack.
+// One atom's sum is live at a time.
+template <bool kBf16, int kWs, int kA, class Decode>
+QR_DEVICE_INLINE void FoldInRankOrder(Decode&& decode, Vec16 (&out)[kA]) {
+#pragma unroll
+  for (int k = 0; k < kA; ++k) {
+    float acc[8];
+    decode(0, k, acc);
+#pragma unroll
+    for (int r = 1; r < kWs; ++r) {
+      float v[8];
+      decode(r, k, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = platform::AddRn(acc[e], v[e]);
+    }
+    out[k] = Pack<kBf16>(acc);
+  }
+}
+
 template <WorkFormat kElem>
 struct Elem;
 
@@ -241,20 +264,73 @@ struct Elem<WorkFormat::kBf16> {
   QR_DEVICE_INLINE static Vec16 Out(Vec16 v) { return v; }
 };
 
+// Whether a half of the atom's fp16x2 words is inf or NaN, in one fma per
+// word: h * 0 is +-0 for every finite h and NaN for inf and NaN, a NaN
+// addend stays NaN, and sums of zeros are zeros; so the fold is +-0 in both
+// halves exactly when every half is finite.
+QR_DEVICE_INLINE bool AnyNonFiniteHalf(const Vec16& v) {
+  uint32_t acc = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc = platform::FmaRnHalf2(v.w[i], 0u, acc);
+  return (acc & 0x7FFF7FFFu) != 0;
+}
+
 // Saturating bf16 -> fp16 (kernels/float16.h BFloat16ToHalf: a finite input
-// never becomes inf) and back, both exact through fp32.
+// never becomes inf, NaN becomes 0x7E00) and back (HalfToBFloat16, NaN
+// becomes 0x7FC0). The packed conversions (platform/math.cuh, 3
+// instructions per pair) give the same bits except where a half comes out
+// with an all-ones exponent (In: past 65520, inf, NaN; Out: NaN), and the
+// scalar conversions of the *Exact forms take those atoms. In and Out find
+// them per atom (AnyNonFiniteHalf); the integer codecs find them in the
+// block maxima they compute anyway and call InFast / OutFast (int_wire.cuh
+// InputBlocks, the codecs' DecodeOut).
 template <>
 struct Elem<WorkFormat::kBf16Cast> {
   static constexpr bool kMathBf16 = false;
-  QR_DEVICE_INLINE static Vec16 In(Vec16 v) {
-    float f[8];
-    Unpack<true>(v, f);
-    return Pack<false>(f);
+  // Exact unless a result half is inf or NaN.
+  QR_DEVICE_INLINE static Vec16 InFast(const Vec16& v) {
+    Vec16 h;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h.w[i] = platform::Bf16x2ToFp16x2Rn(v.w[i]);
+    return h;
   }
-  QR_DEVICE_INLINE static Vec16 Out(Vec16 v) {
-    float f[8];
-    Unpack<false>(v, f);
-    return Pack<true>(f);
+  QR_DEVICE_INLINE static Vec16 InExact(const Vec16& v) {
+    Vec16 h;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      h.w[i] = ToHalfExact(v.w[i] & 0xFFFFu) | (ToHalfExact(v.w[i] >> 16) << 16);
+    }
+    return h;
+  }
+  QR_DEVICE_INLINE static Vec16 In(const Vec16& v) {
+    const Vec16 h = InFast(v);
+    return AnyNonFiniteHalf(h) ? InExact(v) : h;
+  }
+  // Exact unless an input half is NaN.
+  QR_DEVICE_INLINE static Vec16 OutFast(const Vec16& v) {
+    Vec16 b;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b.w[i] = platform::Fp16x2ToBf16x2Rn(v.w[i]);
+    return b;
+  }
+  QR_DEVICE_INLINE static Vec16 OutExact(const Vec16& v) {
+    Vec16 b;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      b.w[i] = ToBf16Exact(v.w[i] & 0xFFFFu) | (ToBf16Exact(v.w[i] >> 16) << 16);
+    }
+    return b;
+  }
+  QR_DEVICE_INLINE static Vec16 Out(const Vec16& v) {
+    return AnyNonFiniteHalf(v) ? OutExact(v) : OutFast(v);
+  }
+
+ private:
+  QR_DEVICE_INLINE static uint32_t ToHalfExact(uint32_t b) {
+    return FromFloat<false>(ToFloat<true>(static_cast<uint16_t>(b)));
+  }
+  QR_DEVICE_INLINE static uint32_t ToBf16Exact(uint32_t h) {
+    return FromFloat<true>(ToFloat<false>(static_cast<uint16_t>(h)));
   }
 };
 

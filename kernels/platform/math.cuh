@@ -78,6 +78,24 @@ QR_DEVICE_INLINE uint32_t FloatsToBf16x2Rn(float lo, float hi) {
 #endif
 }
 
+// bf16x2 -> fp16x2, each half rounded half-even from its exact value: two
+// moves of the bf16 fields into fp32 and one packed conversion (NVIDIA: 3
+// instructions). Neither saturating nor canonical: a half past 65520 in
+// magnitude becomes inf, a NaN half keeps an unspecified payload, and every
+// other half equals FloatToFp16Bits(Bf16BitsToFloat(.)). Callers find the
+// exceptions by their all-ones exponent and convert those again.
+QR_DEVICE_INLINE uint32_t Bf16x2ToFp16x2Rn(uint32_t w) {
+  return FloatsToFp16x2Rn(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+}
+
+// fp16x2 -> bf16x2: two exact widenings and one packed conversion (NVIDIA: 3
+// instructions). Never overflows; only a NaN half may differ from
+// FloatToBf16Bits(Fp16BitsToFloat(.)) (unspecified payload).
+QR_DEVICE_INLINE uint32_t Fp16x2ToBf16x2Rn(uint32_t w) {
+  return FloatsToBf16x2Rn(Fp16BitsToFloat(static_cast<uint16_t>(w & 0xFFFFu)),
+                          Fp16BitsToFloat(static_cast<uint16_t>(w >> 16)));
+}
+
 // Lane-wise maximum of two pairs of unsigned 16-bit integers.
 QR_DEVICE_INLINE uint32_t MaxU16x2(uint32_t a, uint32_t b) {
 #if QR_PLATFORM_CUDA

@@ -6,6 +6,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/platform/gpu_status.h"
 #include "kernels/platform/math.cuh"
+#include "tests/gpu/device_words.h"
 #include "tests/gpu/packed_codec_kernels.h"
 
 namespace qr::testing {
@@ -37,21 +38,15 @@ __global__ void PackedOpKernel(PackedOp op, Codec codec, PackedConstants k, cons
   }
 }
 
-StatusOr<gpu::DeviceBuffer> Upload(const uint32_t* host, size_t n) {
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer words, gpu::DeviceBuffer::Malloc(n * sizeof(uint32_t)));
-  if (host != nullptr) QR_RETURN_IF_ERROR(gpu::Memcpy(words.get(), host, words.bytes()));
-  return words;
-}
-
 }  // namespace
 
 Status RunPackedOp(PackedOp op, int bits, const uint32_t* a, const uint32_t* b, const uint32_t* c,
                    uint32_t* out, size_t n) {
   if (n == 0) return OkStatus();
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer da, Upload(a, n));
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer db, Upload(b, n));
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dc, Upload(c != nullptr ? c : a, n));
-  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, Upload(nullptr, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer da, UploadWords(a, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer db, UploadWords(b, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dc, UploadWords(c != nullptr ? c : a, n));
+  QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer dout, UploadWords(nullptr, n));
   const Codec codec = bits == 3 ? Codec::kInt3 : bits == 4 ? Codec::kInt4 : Codec::kInt6;
   hipLaunchKernelGGL(PackedOpKernel, dim3(1024), dim3(256), 0, 0, op, codec,
                      kernels::gpu::PackedConstantsFor(bits), da.as<const uint32_t>(),

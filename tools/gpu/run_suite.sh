@@ -121,8 +121,10 @@ echo "=== $gpus GPU(s); parts: $suite${budget:+; budget $budget s}"
 for p in $suite; do
   case "$p" in
     codec)
-      # The packed-fp16 codecs' fp16x2 arithmetic against the host definition.
-      part codec 120 .device/bin/packed_codec_gpu_test --gtest_brief=1 ;;
+      # The packed-fp16 codecs' fp16x2 arithmetic and the bf16 cast's packed
+      # conversions against the host definitions.
+      part codec 120 .device/bin/packed_codec_gpu_test --gtest_brief=1
+      part cast 60 .device/bin/packed_cast_gpu_test --gtest_brief=1 ;;
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
       part local "$(lim 420 240)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;

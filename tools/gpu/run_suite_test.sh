@@ -47,7 +47,7 @@ while [[ "\$1" == --* ]]; do shift 2; done
 exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
-  for b in packed_codec_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench \
+  for b in packed_codec_gpu_test packed_cast_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench \
     qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash

@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 targets=(
   //tests/gpu:two_shot_local_test
   //tests/gpu:packed_codec_gpu_test
+  //tests/gpu:packed_cast_gpu_test
   //tests/gpu:gpu_backend_test
   //tests/gpu:gpu_api_gpu_test
   //ipc/broker:qr-broker
