@@ -112,15 +112,6 @@ struct PackedCodec {
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) { L::Store(w, dst, tid); }
   QR_DEVICE_INLINE static Wire Load(const char* src, int tid) { return L::Load(src, tid); }
-  // The data-flag path's accesses (IntLayout; kernels/gpu/two_shot.h).
-  static constexpr bool kDataIsFlag = L::kDataIsFlag;
-  QR_DEVICE_INLINE static void StoreFlagged(const Wire& w, char* dst, int tid) {
-    L::StoreFlagged(w, dst, tid);
-  }
-  QR_DEVICE_INLINE static bool PollLoad(const char* src, int tid, Wire& w) {
-    return L::PollLoad(src, tid, w);
-  }
-  QR_DEVICE_INLINE static void ClearRead(char* dst, int tid) { L::ClearRead(dst, tid); }
 
   QR_DEVICE_INLINE static bool IsNaNScale(uint32_t scale) { return scale > kFp16Inf; }
 

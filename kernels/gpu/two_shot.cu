@@ -1,5 +1,7 @@
 #include <hip/hip_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -309,6 +311,7 @@ __global__ void __launch_bounds__(
 // returns if it says so; the block's other warps see dev_error at their
 // next wait. The timing variants skip the polls' waiting (one load) and the
 // credit waits (no_waits) or the fences (no_fences).
+
 template <int kWs>
 struct WarpCredits {
   uint32_t seen;  // lane r < kWs: the last credit acquired from rank r
@@ -328,9 +331,8 @@ struct WarpCredits {
         ok = true;
       }
       if (platform::WarpAll(ok)) break;
-      if ((spins & 63u) == 0) {
-        const bool give_up = lane == 0 && ShouldGiveUp(start, p);
-        if (platform::WarpAny(give_up)) return false;
+      if ((spins & 63u) == 0 && platform::WarpAny(lane == 0 && ShouldGiveUp(start, p))) {
+        return false;
       }
       platform::PollPause();
     }
@@ -353,22 +355,19 @@ struct WarpCredits {
   }
 };
 
-// Polls this lane's words of the shard at src until every lane of the warp
-// has all of its own (the Wire in w); false when the wait gave up.
-template <class C>
-QR_DEVICE_INLINE bool WarpPoll(const KernelParams& p, const char* src, int lane,
-                               typename C::Wire& w) {
-  bool done = C::PollLoad(src, threadIdx.x, w);
+// This lane's words of the shard at src into w once every lane of the warp
+// has all of its own; false when the wait gave up.
+template <class L>
+QR_DEVICE_INLINE bool WarpPoll(const KernelParams& p, const char* src, typename L::Words& w) {
+  bool done = L::PollLoad(src, threadIdx.x, w);
   if (kVariantSkipsWaits || platform::WarpAll(done)) return true;
+  const bool lane0 = threadIdx.x % platform::kWarpSize == 0;
   uint64_t start = 0;
-  if (lane == 0) start = platform::WallClock();
+  if (lane0) start = platform::WallClock();
   for (uint32_t spins = 1;; ++spins) {
-    if ((spins & 63u) == 0) {
-      const bool give_up = lane == 0 && ShouldGiveUp(start, p);
-      if (platform::WarpAny(give_up)) return false;
-    }
+    if ((spins & 63u) == 0 && platform::WarpAny(lane0 && ShouldGiveUp(start, p))) return false;
     platform::PollPause();
-    if (!done) done = C::PollLoad(src, threadIdx.x, w);
+    if (!done) done = L::PollLoad(src, threadIdx.x, w);
     if (platform::WarpAll(done)) return true;
   }
 }
@@ -381,7 +380,10 @@ __global__ void __launch_bounds__(
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   using C = CodecT<kBf16, kA>;
   using Wire = typename C::Wire;
-  static_assert(UsesDataFlags(kCodec) && C::kDataIsFlag && !C::kPrefetchInput);
+  // The data-flag accesses of the wire layout (kernels/gpu/int_wire.cuh).
+  using L = typename C::L;
+  static_assert(std::is_same_v<Wire, typename L::Words>);
+  static_assert(UsesDataFlags(kCodec) && L::kDataIsFlag && !C::kPrefetchInput);
   constexpr uint32_t kRing = kDataFlagRingRows;
   constexpr size_t kRowBytes = static_cast<size_t>(DataFlagRowBytes(kCodec, kWs));
   static_assert(kRing >= 3 && (kRing & (kRing - 1)) == 0, "two_shot.h's ring");
@@ -410,7 +412,7 @@ __global__ void __launch_bounds__(
       for (int k = 0; k < kA; ++k) in[k] = Elem<kElem>::In(LoadInputAtom(p, tile, r * kA + k));
       const Wire w = C::Encode(in, tid);
       if (r == 0 || r == p.rank) own = w;
-      if (r != p.rank) C::StoreFlagged(w, shard(r, p.data1, colour, p.rank), tid);
+      if (r != p.rank) L::StoreFlagged(w, shard(r, p.data1, colour, p.rank), tid);
     }
     return true;
   };
@@ -421,19 +423,24 @@ __global__ void __launch_bounds__(
   if (!phase1(tile, colour, own1)) return;
   for (; tile < p.num_tiles; tile += gridDim.x) {
     const uint32_t c = colour;
+    // No exit inside the unrolled loops (a loop with two exits stays rolled,
+    // and src[] would go to local memory): a wait that gave up skips the
+    // rest and the warp returns after the loop.
     Wire src[kWs];
+    bool ok = true;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       if (s == p.rank) {
         src[s] = own1;
-      } else if (!WarpPoll<C>(p, shard(p.rank, p.data1, c, s), lane, src[s])) {
-        return;
+      } else if (ok) {
+        ok = WarpPoll<L>(p, shard(p.rank, p.data1, c, s), src[s]);
       }
     }
+    if (!ok) return;
     platform::WarpSync();
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      if (s != p.rank) C::ClearRead(shard(p.rank, p.data1, c, s), tid);
+      if (s != p.rank) L::ClearRead(shard(p.rank, p.data1, c, s), tid);
     }
     WarpCredits<kWs>::Release(p, warp, lane, c - 1);
 
@@ -443,7 +450,7 @@ __global__ void __launch_bounds__(
       const Wire w2 = C::Encode(reduced, tid);
 #pragma unroll
       for (int r = 0; r < kWs; ++r) {
-        if (r != p.rank) C::StoreFlagged(w2, shard(r, p.data2, c, p.rank), tid);
+        if (r != p.rank) L::StoreFlagged(w2, shard(r, p.data2, c, p.rank), tid);
       }
       StoreOutputShard<kElem, C, kA>(p, tile, p.rank, w2);
     }
@@ -454,13 +461,16 @@ __global__ void __launch_bounds__(
 
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      if (s == p.rank) continue;
+      if (s == p.rank || !ok) continue;
       Wire w;
-      if (!WarpPoll<C>(p, shard(p.rank, p.data2, c, s), lane, w)) return;
-      platform::WarpSync();
-      C::ClearRead(shard(p.rank, p.data2, c, s), tid);
-      StoreOutputShard<kElem, C, kA>(p, tile, s, w);
+      ok = WarpPoll<L>(p, shard(p.rank, p.data2, c, s), w);
+      if (ok) {
+        platform::WarpSync();
+        L::ClearRead(shard(p.rank, p.data2, c, s), tid);
+        StoreOutputShard<kElem, C, kA>(p, tile, s, w);
+      }
     }
+    if (!ok) return;
   }
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
