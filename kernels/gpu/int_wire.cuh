@@ -62,6 +62,47 @@ QR_DEVICE_INLINE void LoadPiece(const char* p, uint32_t* w) {
   }
 }
 
+// The same pieces as relaxed system-scope accesses (kernels/platform/
+// relaxed.cuh), for the data-flag path: a reader polls each piece with the
+// width and address its writer stored it with, so that every 32-bit (or
+// 16-bit) element is single-copy atomic between the two.
+template <int kBytes>
+QR_DEVICE_INLINE void StoreRelaxedPiece(char* p, const uint32_t* w) {
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16 || kBytes == 32);
+  if constexpr (kBytes >= 16) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      platform::StoreRelaxedSys16(p + 16 * i,
+                                  Vec16{{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]}});
+    }
+  } else if constexpr (kBytes == 8) {
+    platform::StoreRelaxedSys8(p, w[0], w[1]);
+  } else if constexpr (kBytes == 4) {
+    platform::StoreRelaxedSys4(p, w[0]);
+  } else {
+    platform::StoreRelaxedSys2(p, w[0]);
+  }
+}
+
+template <int kBytes>
+QR_DEVICE_INLINE void LoadRelaxedPiece(const char* p, uint32_t* w) {
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16 || kBytes == 32);
+  if constexpr (kBytes >= 16) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const Vec16 v = platform::LoadRelaxedSys16(p + 16 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[4 * i + j] = v.w[j];
+    }
+  } else if constexpr (kBytes == 8) {
+    platform::LoadRelaxedSys8(p, w[0], w[1]);
+  } else if constexpr (kBytes == 4) {
+    w[0] = platform::LoadRelaxedSys4(p);
+  } else {
+    w[0] = platform::LoadRelaxedSys2(p);
+  }
+}
+
 template <Codec kCodec, int kA>
 struct IntLayout {
   static constexpr int kWs = kTwoShotAtoms / kA;
@@ -155,6 +196,60 @@ struct IntLayout {
     }
     LoadPiece<kScalePiece>(src + kScaleOffset + (tid / kAtomsPerBlock) * kScalePiece, w.scale);
     return w;
+  }
+
+  // --- Data as its own flag (INT4, INT8; kernels/gpu/two_shot.h). A shard
+  // in a data-flag slot is the same bytes as above, but every piece travels
+  // as relaxed system-scope accesses, and the first lane of each 4-lane
+  // block stores the block's whole scale piece (kA words, one access), so
+  // that the 4 lanes that read it poll the very access that wrote it. ---
+  static constexpr bool kDataIsFlag = kCodec == Codec::kInt4 || kCodec == Codec::kInt8;
+
+  QR_DEVICE_INLINE static char* ScalePiece(char* shard, int tid) {
+    return shard + kScaleOffset + (tid / kAtomsPerBlock) * kScalePiece;
+  }
+  QR_DEVICE_INLINE static const char* ScalePiece(const char* shard, int tid) {
+    return shard + kScaleOffset + (tid / kAtomsPerBlock) * kScalePiece;
+  }
+
+  QR_DEVICE_INLINE static void StoreFlagged(const Words& w, char* dst, int tid) {
+    static_assert(kDataIsFlag && kHighPiece == 0, "only codes that are never zero");
+    StoreRelaxedPiece<kLowPiece>(dst + tid * kLowPiece, w.lo);
+    if (tid % kAtomsPerBlock == 0) StoreRelaxedPiece<kScalePiece>(ScalePiece(dst, tid), w.scale);
+  }
+
+  // One poll of this lane's words of the shard at src (its code words and
+  // its block's scale piece) into w: true when all of them have arrived. A
+  // zero code word, or a scale half without the flag, is still the
+  // receiver's clear (or the zeroed buffer); a non-zero one is the sender's
+  // whole word, since each 32-bit (16-bit) element is single-copy atomic
+  // and the only other value the location can hold is that zero.
+  QR_DEVICE_INLINE static bool PollLoad(const char* src, int tid, Words& w) {
+    static_assert(kDataIsFlag && kHighPiece == 0, "only codes that are never zero");
+    LoadRelaxedPiece<kLowPiece>(src + tid * kLowPiece, w.lo);
+    w.hi[0] = 0;
+    LoadRelaxedPiece<kScalePiece>(ScalePiece(src, tid), w.scale);
+    bool arrived = true;
+#pragma unroll
+    for (int i = 0; i < kLowWords; ++i) arrived = arrived && w.lo[i] != 0;
+    if constexpr (kScalePiece >= 4) {
+      constexpr uint32_t kBoth = uint32_t{kScaleWireFlag} * 0x00010001u;
+#pragma unroll
+      for (int i = 0; i < kScaleWords; ++i) arrived = arrived && (w.scale[i] & kBoth) == kBoth;
+    } else {
+      arrived = arrived && (w.scale[0] & kScaleWireFlag) != 0;
+    }
+    return arrived;
+  }
+
+  // Zeroes what this lane's PollLoad read of the shard at dst, as its
+  // writer wrote it (the first lane of a block clears the scale piece).
+  // The caller syncs the warp first: the block's 4 lanes share the scale
+  // piece, and none may clear it before all have loaded it.
+  QR_DEVICE_INLINE static void ClearRead(char* dst, int tid) {
+    const uint32_t zero[kLowWords > kScaleWords ? kLowWords : kScaleWords] = {};
+    StoreRelaxedPiece<kLowPiece>(dst + tid * kLowPiece, zero);
+    if (tid % kAtomsPerBlock == 0) StoreRelaxedPiece<kScalePiece>(ScalePiece(dst, tid), zero);
   }
 };
 

@@ -45,7 +45,9 @@ gpu::KernelParams ParamsTemplate(const RankConfig& c, const TwoShotLayout& l) {
   p.flags2 = l.flags2;
   p.data1 = l.data1;
   p.data2 = l.data2;
+  p.credits = l.credits;
   p.colours = c.state_words;
+  p.codec_state = c.state_words + 2 * c.max_blocks + 1;
   p.dev_error = c.state_words + c.max_blocks;
   p.oneshot = l.oneshot;
   p.oneshot_counter = c.state_words + c.max_blocks + 1;

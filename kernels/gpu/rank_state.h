@@ -39,8 +39,8 @@ struct RankConfig {
   std::array<void*, kMaxWorldSize> buffers{};
   int max_blocks = 0;  // the grid cap, the same on every rank; it fixes the layout
   // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
-  // per-block colours, then this rank's device-side error word and one-shot
-  // counters.
+  // per-block colours, then this rank's device-side error word, one-shot
+  // counters and two-shot codec state words.
   uint32_t* state_words = nullptr;
   const uint32_t* abort_word = nullptr;  // device-visible; non-zero = give up (may be null)
   uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)

@@ -1,5 +1,7 @@
 #include <hip/hip_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -9,9 +11,120 @@ namespace gpu {
 namespace {
 
 constexpr size_t kAtomStride = kTwoShotThreads * 16;  // bytes between a thread's atoms
+constexpr int kWarps = kTwoShotThreads / platform::kWarpSize;
+static_assert(kWarps <= kTwoShotLayoutWarps, "the layout has a credit word per warp");
+
+// This thread's input atom i of `tile`; atoms past the end read as zero
+// (sizes are whole atoms).
+QR_DEVICE_INLINE Vec16 LoadInputAtom(const KernelParams& p, int tile, int i) {
+  const size_t off =
+      static_cast<size_t>(tile) * kTileBytes + threadIdx.x * 16 + i * kAtomStride;
+  return off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
+}
+
+// Shard s of `tile` into the output, atom by atom (atoms past the end are
+// not written).
+template <WorkFormat kElem, class C, int kA>
+QR_DEVICE_INLINE void StoreOutputShard(const KernelParams& p, int tile, int s,
+                                       const typename C::Wire& w) {
+  const size_t base = static_cast<size_t>(tile) * kTileBytes + threadIdx.x * 16;
+  C::template DecodeOut<kElem>(w, [&](int k, const Vec16& v) {
+    const size_t off = base + (s * kA + k) * kAtomStride;
+    if (off < p.bytes) platform::StoreOutput16(p.out + off, v);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Data-flag credits (two_shot.h). Credit word of (this block, `warp`, rank
+// `granting`) in the buffer of rank `holder`.
+QR_DEVICE_INLINE uint32_t* CreditWord(const KernelParams& p, int holder, int warp, int granting) {
+  return reinterpret_cast<uint32_t*>(p.buffers[holder] + p.credits) +
+         (static_cast<size_t>(blockIdx.x) * kTwoShotLayoutWarps + warp) * kMaxWorldSize +
+         granting;
+}
+
+// Whether credit value v lets a tile wait for `target` go on (colours wrap
+// after 2^32 tiles of a block; they compare as a signed difference).
+QR_DEVICE_INLINE bool CreditReached(uint32_t v, uint32_t target) {
+  return static_cast<int32_t>(v - target) >= 0;
+}
+
+// WaitFlag (two_shot_device.cuh) for a credit: spins until *word reaches
+// `target`, then acquires.
+QR_DEVICE_INLINE bool WaitCredit(const uint32_t* word, uint32_t target, const KernelParams& p) {
+  if (!CreditReached(platform::AtomicLoadRelaxedSystem(word), target)) {
+    const uint64_t start = platform::WallClock();
+    uint32_t spins = 0;
+    while (!CreditReached(platform::AtomicLoadRelaxedSystem(word), target)) {
+      if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
+      platform::PollPause();
+    }
+  }
+  return CreditReached(platform::AtomicLoadAcquireSystem(word), target);
+}
+
+// The start of every two-shot call, block-wide: false when this rank has
+// given up (now or during the handshake). Else `base` is the colour before
+// the call's first tile, after the codec-change handshake of two_shot.h
+// where this block's last two-shot call needs one.
+template <Codec kCodec, int kWs>
+QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
+  constexpr bool kDataFlag = UsesDataFlags(kCodec);
+  constexpr uint32_t kWord = CodecStateWord(kCodec);
+  __shared__ uint32_t gave_up, last;
+  // A rank that gave up drains every later call at once (sticky error). One
+  // thread reads the flag (device memory) for the whole block.
+  if (threadIdx.x == 0) {
+    gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
+    last = p.codec_state[blockIdx.x];
+  }
+  __syncthreads();
+  if (gave_up != kGpuErrorNone) return false;
+  base = p.colours[blockIdx.x];
+  const uint32_t prev = last;
+  const bool prev_data_flag = prev != 0 && UsesDataFlags(static_cast<Codec>(prev - 1));
+  if (prev == kWord || (!kDataFlag && !prev_data_flag)) {
+    if (prev != kWord && threadIdx.x == 0) p.codec_state[blockIdx.x] = kWord;
+    return true;
+  }
+  // 1. My ring rows of both phases, zeroed: a data-flag receiver takes any
+  // non-zero word for data.
+  if constexpr (kDataFlag) {
+    constexpr size_t kRingBytes =
+        static_cast<size_t>(kDataFlagRingRows * DataFlagRowBytes(kCodec, kWs));
+    static_assert(kRingBytes % 16 == 0 && kRingBytes <= kTwoShotBlockPhaseBytes);
+    char* const mine = p.buffers[p.rank] + blockIdx.x * kTwoShotBlockPhaseBytes;
+    for (size_t off = threadIdx.x * 16; off < kRingBytes; off += kTwoShotThreads * 16) {
+      platform::StoreRelaxedSys16(mine + p.data1 + off, Vec16{});
+      platform::StoreRelaxedSys16(mine + p.data2 + off, Vec16{});
+    }
+  }
+  // 2. Publish H once every thread's zeroing (and, from the previous call,
+  // every read and clear of my buffer) is done.
+  const uint32_t h = base + 1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (!kVariantSkipsFences) platform::FenceSystem();
+    for (int r = 0; r < kWs; ++r) {
+      if (r == p.rank) continue;
+      for (int w = 0; w < kWarps; ++w) platform::AtomicStoreRelaxedSystem(CreditWord(p, r, w, p.rank), h);
+    }
+  }
+  // 3. Every peer's H for this block, every warp.
+  bool ok = true;
+  const int r = threadIdx.x / kWarps;
+  if (!kVariantSkipsWaits && threadIdx.x < kWs * kWarps && r != p.rank) {
+    ok = WaitCredit(CreditWord(p, p.rank, threadIdx.x % kWarps, r), h, p);
+  }
+  if (__syncthreads_and(ok ? 1 : 0) == 0) return false;
+  if (threadIdx.x == 0) p.codec_state[blockIdx.x] = kWord;
+  base = h;
+  return true;
+}
 
 // One block, persistent over tiles blockIdx.x, blockIdx.x + gridDim.x, ...
-template <WorkFormat kElem, template <bool, int> class CodecT, int kWs>
+// The flag family (FP, INT6, INT3; two_shot.h).
+template <WorkFormat kElem, Codec kCodec, template <bool, int> class CodecT, int kWs>
 __global__ void __launch_bounds__(
     kTwoShotThreads, (CodecT<Elem<kElem>::kMathBf16, kTwoShotAtoms / kWs>::kMinBlocksPerSm))
     TwoShotKernel(KernelParams p) {
@@ -20,13 +133,10 @@ __global__ void __launch_bounds__(
   using C = CodecT<kBf16, kA>;
   using Wire = typename C::Wire;
   static_assert(C::kShardWireBytes * kWs <= static_cast<size_t>(kTileSlotBytes), "slot too small");
+  static_assert(!UsesDataFlags(kCodec));
 
-  // A rank that gave up drains every later call at once (sticky error). One
-  // thread reads the flag (device memory) for the whole block.
-  __shared__ uint32_t gave_up;
-  if (threadIdx.x == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
-  __syncthreads();
-  if (gave_up != kGpuErrorNone) return;
+  uint32_t base;
+  if (!BeginTwoShotCall<kCodec, kWs>(p, base)) return;
 
   const int tid = threadIdx.x;
   // Tiles alternate between two rows of slots and flags (colour parity), so
@@ -59,10 +169,7 @@ __global__ void __launch_bounds__(
   // right before encoding it, so only that shard's atoms take registers
   // (the whole tile's 32 registers next to the encode made the kernels
   // spill; 4 blocks per multiprocessor keep enough loads in flight).
-  auto load_atom = [&](int tile, int i) {
-    const size_t off = static_cast<size_t>(tile) * kTileBytes + tid * 16 + i * kAtomStride;
-    return off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
-  };
+  auto load_atom = [&](int tile, int i) { return LoadInputAtom(p, tile, i); };
   auto load_input = [&](int tile, Vec16(&atoms)[kTwoShotAtoms]) {
 #pragma unroll
     for (int i = 0; i < kTwoShotAtoms; ++i) atoms[i] = load_atom(tile, i);
@@ -89,17 +196,11 @@ __global__ void __launch_bounds__(
     }
   };
 
-  // Shard s of `tile` into the output, atom by atom (atoms past the end
-  // are not written).
   auto store_output = [&](int tile, int s, const Wire& w) {
-    const size_t base = static_cast<size_t>(tile) * kTileBytes + tid * 16;
-    C::template DecodeOut<kElem>(w, [&](int k, const Vec16& v) {
-      const size_t off = base + (s * kA + k) * kAtomStride;
-      if (off < p.bytes) platform::StoreOutput16(p.out + off, v);
-    });
+    StoreOutputShard<kElem, C, kA>(p, tile, s, w);
   };
 
-  uint32_t colour = p.colours[blockIdx.x] + 1;
+  uint32_t colour = base + 1;
   int tile = blockIdx.x;  // < num_tiles: the grid never exceeds the tiles
   Vec16 input[kTwoShotAtoms];
   Wire own1;
@@ -160,20 +261,233 @@ __global__ void __launch_bounds__(
   if (tid == 0) p.colours[blockIdx.x] = colour;
 }
 
+// ---------------------------------------------------------------------------
+// The data-flag family (INT4, INT8; two_shot.h): every warp runs the tile
+// loop on its own, with no block barrier after the call's start.
+//
+// Memory model (PTX's; HIP's system-scope atomics on AMD are the same
+// argument). Let X be one 32-bit element of a slot (16-bit for a 2-byte
+// scale piece at world size 8) in my buffer, written for tile colour c by
+// lane l of warp w of the same block on peer s, and read by lane l' of my
+// warp w (l' = l for code words; the 4 lanes of l's scale block for scale
+// words).
+//  * Every access to X is a relaxed system-scope access of X's width at X's
+//    address (kernels/platform/relaxed.cuh): the sender's store, my polls,
+//    my clear. They are morally strong, so none is a data race, and each
+//    is single-copy atomic: a poll returns some whole value in X's
+//    coherence order.
+//  * X's coherence order is ... clear(c - R), write(c), clear(c), write(c +
+//    R) ...: my clear(c - R) happens before the sender's write(c) (below),
+//    and my clear(c) follows my own reads of write(c) (program order, or
+//    for scale words the __syncwarp after every lane's last poll).
+//  * So a poll of tile c, which comes after my clear(c - R) (program order;
+//    the __syncwarp for scale words), returns clear(c - R) = 0 or write(c):
+//    not write(c + R), whose sender first needs my credit for c, which I
+//    give after clear(c). The sender's words are never 0 (code words, all of
+//    whose codes are >= 1) or have bit 15 set (scale halves, which a clear
+//    never has; kernels:wire_flag_premise_test), so "non-zero / flagged"
+//    means "write(c)", and the warp's data is complete when every lane's
+//    words are. Nothing but these words is read, so no fence or acquire is
+//    needed on the receive path.
+//  * clear(c) happens before write(c + R): every lane clears, __syncwarp
+//    (orders the warp's clears before lane 0's next instructions at block
+//    scope), lane 0 fence.acq_rel.sys (cumulative: releases what the warp
+//    did before), then a relaxed store of the credit c into the sender's
+//    buffer; the sender's lane acquires a credit >= c, __syncwarp, and only
+//    then does any lane of its warp store tile c + R.
+// Per warp the loop is: phase 1 of tile c out (after its credit wait), poll
+// phase 1 of c from every peer, clear it, credit c - 1 (its phase 2 was
+// cleared at the end of the last iteration; the fence then finds this
+// warp's earlier peer stores long acknowledged, and the peer needs the
+// credit only at tile c - 1 + R), reduce, phase 2 of c out, phase 1 of c + 1
+// out (its credit wait: c + 1 - R <= c - 2, released a tile ago), poll phase
+// 2 of c from every peer, decode it to the output and clear it. The last
+// tile's credit goes out with the next call's first tile, or is superseded
+// by that call's handshake.
+//
+// Bounded waits: a warp polls; every 64 polls lane 0 alone runs
+// ShouldGiveUp (the abort word, dev_error, the timeout) and the warp
+// returns if it says so; the block's other warps see dev_error at their
+// next wait. The timing variants skip the polls' waiting (one load) and the
+// credit waits (no_waits) or the fences (no_fences).
+
+template <int kWs>
+struct WarpCredits {
+  uint32_t seen;  // lane r < kWs: the last credit acquired from rank r
+
+  // Before this warp writes tile colour `target` + R into any peer's ring.
+  QR_DEVICE_INLINE bool Wait(const KernelParams& p, int warp, int lane, uint32_t target) {
+    if (kVariantSkipsWaits) return true;
+    const bool mine = lane < kWs && lane != p.rank;
+    bool ok = !mine || CreditReached(seen, target);
+    if (platform::WarpAll(ok)) return true;
+    const uint32_t* word = CreditWord(p, p.rank, warp, mine ? lane : 0);
+    uint64_t start = 0;
+    if (lane == 0) start = platform::WallClock();
+    for (uint32_t spins = 1;; ++spins) {
+      if (!ok && CreditReached(platform::AtomicLoadRelaxedSystem(word), target)) {
+        seen = platform::AtomicLoadAcquireSystem(word);
+        ok = true;
+      }
+      if (platform::WarpAll(ok)) break;
+      if ((spins & 63u) == 0 && platform::WarpAny(lane == 0 && ShouldGiveUp(start, p))) {
+        return false;
+      }
+      platform::PollPause();
+    }
+    // The acquiring lanes' order, for every lane's stores that follow.
+    platform::WarpSync();
+    return true;
+  }
+
+  // After this warp cleared both phases of tile `colour` in my buffer.
+  QR_DEVICE_INLINE static void Release(const KernelParams& p, int warp, int lane,
+                                       uint32_t colour) {
+    platform::WarpSync();
+    if (lane == 0) {
+      if (!kVariantSkipsFences) platform::FenceSystem();
+#pragma unroll
+      for (int r = 0; r < kWs; ++r) {
+        if (r != p.rank) platform::AtomicStoreRelaxedSystem(CreditWord(p, r, warp, p.rank), colour);
+      }
+    }
+  }
+};
+
+// This lane's words of the shard at src into w once every lane of the warp
+// has all of its own; false when the wait gave up.
+template <class L>
+QR_DEVICE_INLINE bool WarpPoll(const KernelParams& p, const char* src, typename L::Words& w) {
+  bool done = L::PollLoad(src, threadIdx.x, w);
+  if (kVariantSkipsWaits || platform::WarpAll(done)) return true;
+  const bool lane0 = threadIdx.x % platform::kWarpSize == 0;
+  uint64_t start = 0;
+  if (lane0) start = platform::WallClock();
+  for (uint32_t spins = 1;; ++spins) {
+    if ((spins & 63u) == 0 && platform::WarpAny(lane0 && ShouldGiveUp(start, p))) return false;
+    platform::PollPause();
+    if (!done) done = L::PollLoad(src, threadIdx.x, w);
+    if (platform::WarpAll(done)) return true;
+  }
+}
+
+template <WorkFormat kElem, Codec kCodec, template <bool, int> class CodecT, int kWs>
+__global__ void __launch_bounds__(
+    kTwoShotThreads, (CodecT<Elem<kElem>::kMathBf16, kTwoShotAtoms / kWs>::kMinBlocksPerSm))
+    TwoShotDataFlagKernel(KernelParams p) {
+  constexpr int kA = kTwoShotAtoms / kWs;
+  constexpr bool kBf16 = Elem<kElem>::kMathBf16;
+  using C = CodecT<kBf16, kA>;
+  using Wire = typename C::Wire;
+  // The data-flag accesses of the wire layout (kernels/gpu/int_wire.cuh).
+  using L = typename C::L;
+  static_assert(std::is_same_v<Wire, typename L::Words>);
+  static_assert(UsesDataFlags(kCodec) && L::kDataIsFlag && !C::kPrefetchInput);
+  constexpr uint32_t kRing = kDataFlagRingRows;
+  constexpr size_t kRowBytes = static_cast<size_t>(DataFlagRowBytes(kCodec, kWs));
+  static_assert(kRing >= 3 && (kRing & (kRing - 1)) == 0, "two_shot.h's ring");
+  static_assert(C::kShardWireBytes * (kWs - 1) == kRowBytes && DataFlagRingFits(kCodec, kWs));
+
+  uint32_t base;
+  if (!BeginTwoShotCall<kCodec, kWs>(p, base)) return;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / platform::kWarpSize;
+  const int lane = tid % platform::kWarpSize;
+  // Shard slot of source `src` in rank `holder`'s ring, phase at `phase`.
+  auto shard = [&](int holder, size_t phase, uint32_t colour, int src) {
+    return p.buffers[holder] + phase + blockIdx.x * kTwoShotBlockPhaseBytes +
+           (colour % kRing) * kRowBytes + DataFlagSourceSlot(src, holder) * C::kShardWireBytes;
+  };
+
+  WarpCredits<kWs> credits{base - kRing};  // forces a load at the first wait
+  // Phase 1 of `tile`: shard r to rank r (source: my rank), mine into `own`.
+  auto phase1 = [&](int tile, uint32_t colour, Wire& own) {
+    if (!credits.Wait(p, warp, lane, colour - kRing)) return false;
+#pragma unroll
+    for (int r = 0; r < kWs; ++r) {
+      Vec16 in[kA];
+#pragma unroll
+      for (int k = 0; k < kA; ++k) in[k] = LoadInputAtom(p, tile, r * kA + k);
+      const Wire w = C::template EncodeInput<kElem>(in, tid);
+      if (r == 0 || r == p.rank) own = w;
+      if (r != p.rank) L::StoreFlagged(w, shard(r, p.data1, colour, p.rank), tid);
+    }
+    return true;
+  };
+
+  uint32_t colour = base + 1;
+  int tile = blockIdx.x;
+  Wire own1;
+  if (!phase1(tile, colour, own1)) return;
+  for (; tile < p.num_tiles; tile += gridDim.x) {
+    const uint32_t c = colour;
+    // No exit inside the unrolled loops (a loop with two exits stays rolled,
+    // and src[] would go to local memory): a wait that gave up skips the
+    // rest and the warp returns after the loop.
+    Wire src[kWs];
+    bool ok = true;
+#pragma unroll
+    for (int s = 0; s < kWs; ++s) {
+      if (s == p.rank) {
+        src[s] = own1;
+      } else if (ok) {
+        ok = WarpPoll<L>(p, shard(p.rank, p.data1, c, s), src[s]);
+      }
+    }
+    if (!ok) return;
+    platform::WarpSync();
+#pragma unroll
+    for (int s = 0; s < kWs; ++s) {
+      if (s != p.rank) L::ClearRead(shard(p.rank, p.data1, c, s), tid);
+    }
+    WarpCredits<kWs>::Release(p, warp, lane, c - 1);
+
+    Vec16 reduced[kA];
+    C::Reduce(src, reduced);
+    {
+      const Wire w2 = C::Encode(reduced, tid);
+#pragma unroll
+      for (int r = 0; r < kWs; ++r) {
+        if (r != p.rank) L::StoreFlagged(w2, shard(r, p.data2, c, p.rank), tid);
+      }
+      StoreOutputShard<kElem, C, kA>(p, tile, p.rank, w2);
+    }
+    if (tile + static_cast<int>(gridDim.x) < p.num_tiles &&
+        !phase1(tile + gridDim.x, ++colour, own1)) {
+      return;
+    }
+
+#pragma unroll
+    for (int s = 0; s < kWs; ++s) {
+      if (s == p.rank || !ok) continue;
+      Wire w;
+      ok = WarpPoll<L>(p, shard(p.rank, p.data2, c, s), w);
+      if (ok) {
+        platform::WarpSync();
+        L::ClearRead(shard(p.rank, p.data2, c, s), tid);
+        StoreOutputShard<kElem, C, kA>(p, tile, s, w);
+      }
+    }
+    if (!ok) return;
+  }
+  if (tid == 0) p.colours[blockIdx.x] = colour;
+}
+
 template <WorkFormat kElem, int kWs>
 KernelFn PickCodec(Codec codec) {
   switch (codec) {
     case Codec::kFp:
-      return TwoShotKernel<kElem, FpCodec, kWs>;
+      return TwoShotKernel<kElem, Codec::kFp, FpCodec, kWs>;
     case Codec::kInt8:
-      return TwoShotKernel<kElem, Int8Codec, kWs>;
+      return TwoShotDataFlagKernel<kElem, Codec::kInt8, Int8Codec, kWs>;
     case Codec::kInt6:
-      return TwoShotKernel<kElem, Int6Codec, kWs>;
+      return TwoShotKernel<kElem, Codec::kInt6, Int6Codec, kWs>;
     case Codec::kInt4:
-      return TwoShotKernel<kElem, Int4Codec, kWs>;
+      return TwoShotDataFlagKernel<kElem, Codec::kInt4, Int4Codec, kWs>;
     case Codec::kInt3:
       if constexpr (CodecRunsAtWorldSize(Codec::kInt3, kWs)) {
-        return TwoShotKernel<kElem, Int3Codec, kWs>;
+        return TwoShotKernel<kElem, Codec::kInt3, Int3Codec, kWs>;
       } else {
         return nullptr;
       }
@@ -227,7 +541,9 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.data1 = 2 * flag_bytes;
   l.data2 = l.data1 + rows * kTileSlotBytes;
   l.oneshot = l.data2 + rows * kTileSlotBytes;
-  l.total = l.oneshot + 2 * kOneShotRegionBytes;
+  l.credits = l.oneshot + 2 * kOneShotRegionBytes;
+  l.total = l.credits + round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps *
+                                 kMaxWorldSize * 4);
   return l;
 }
 

@@ -49,25 +49,105 @@ inline constexpr uint32_t kGpuErrorNone = 0;
 inline constexpr uint32_t kGpuErrorAborted = 1;  // the group's abort word was raised
 inline constexpr uint32_t kGpuErrorTimeout = 2;  // a wait ran past timeout
 
+// ---------------------------------------------------------------------------
+// Two families of two-shot kernels share the slots (kernels/gpu/two_shot.cu).
+//
+// Flag family (FP, INT6, INT3): per block two rows of slots (tile parity)
+// per phase, and a colour flag per (row, source) that the sender raises
+// after a block barrier and a system fence.
+//
+// Data-flag family (INT4, INT8): their wire never holds a zero 32-bit code
+// word and every scale half-word carries kScaleWireFlag (bit 15), which
+// kernels:wire_flag_premise_test checks over the reference's wire bytes. So a
+// slot that the receiver zeroed after reading it is empty, and a word that
+// reads non-zero (a scale half with bit 15) is the sender's whole word: the
+// data is its own flag. Each warp polls exactly the words it decodes, and
+// synchronisation is per warp, with no block barrier or system fence on the
+// critical path. The same two rows' bytes of each block hold a ring of
+// kDataFlagRingRows rows per phase (tile colour c uses row c % R); a row is
+// written again R tiles later, guarded by credits: after a warp has cleared
+// both phases of tile c it publishes c (fence, then a relaxed store) into a
+// credit word per (block, warp, granting rank) in every peer's buffer, and a
+// sender warp writes tile c only once every peer's credit reached c - R.
+//
+// Codec changes. The families (and the codecs of the data-flag family)
+// share the slot bytes with different geometry, and only the data-flag
+// family needs zeroed slots. Each block keeps the codec of the last two-shot
+// call it ran in a state word; every rank runs the same calls with the same
+// grid, so a block's own word says what the same block of every peer ran
+// last. A block whose call changes family, or changes codec within the
+// data-flag family (the first call counts: the word starts at "none"),
+// first runs a handshake:
+//   1. a data-flag call zeroes this block's ring rows of both phases in its
+//      own buffer;
+//   2. __syncthreads(); one thread fences (system scope) and stores the
+//      handshake colour H = colours[block] + 1 into every peer's credit words
+//      for this block (every warp);
+//   3. waits (bounded) until every peer's credit words for this block hold
+//      H (acquire), __syncthreads(), records the codec, and starts its tiles
+//      at colour H + 1.
+// Why that is enough: a peer stores H only after its previous call of this
+// block ended (all its reads and clears of its own buffer, in the old
+// geometry, are done) and after it zeroed its rows (step 1); the fence
+// orders those accesses before the credit, and my acquire of H orders them
+// before my first write into that peer's buffer. H is new (every credit or
+// colour used so far is at most colours[block] < H), so a stale credit of an
+// earlier call cannot pass for it; and no peer's credit to me can move past H
+// before I send it tile H + 1. After the handshake every credit is H, which
+// lets the first R tiles of a data-flag call pass their credit waits.
+// A change between two flag-family codecs needs no handshake: their rows
+// are the same bytes and the tile-parity argument (two_shot.cu) holds across
+// calls whatever a row holds. The same codec as last time: no handshake.
+inline constexpr bool UsesDataFlags(Codec c) { return c == Codec::kInt4 || c == Codec::kInt8; }
+
+// Bytes of one block's slots per phase (two rows of kTileSlotBytes).
+inline constexpr int64_t kTwoShotBlockPhaseBytes = 2 * kTileSlotBytes;
+// One data-flag ring row: a shard slot per peer (source s at slot s, or
+// s - 1 above my rank; my own shard stays in registers).
+constexpr int64_t DataFlagRowBytes(Codec c, int ws) { return (ws - 1) * ShardWireBytes(c, ws); }
+// Source s's slot inside a row of rank `me`'s ring.
+constexpr int DataFlagSourceSlot(int s, int me) { return s < me ? s : s - 1; }
+// Rows of the ring, the same for both codecs and every world size: at least
+// 3, so that a sender that sends tile c + 1 early waits for the credit of
+// tile c + 1 - R <= c - 2, which every peer released a whole tile before;
+// a power of two, so that row c % R stays periodic when the 32-bit colours
+// wrap.
+inline constexpr int kDataFlagRingRows = 4;
+constexpr bool DataFlagRingFits(Codec c, int ws) {
+  return kDataFlagRingRows * DataFlagRowBytes(c, ws) <= kTwoShotBlockPhaseBytes;
+}
+static_assert(DataFlagRingFits(Codec::kInt8, 2) && DataFlagRingFits(Codec::kInt8, 4) &&
+                  DataFlagRingFits(Codec::kInt8, 8) && DataFlagRingFits(Codec::kInt4, 8),
+              "a block's two rows of slots hold the ring");
+// Credit words per block: one per warp of kTwoShotThreads threads on a
+// 32-lane machine (AMD's 64-lane wavefronts use the first half).
+inline constexpr int kTwoShotLayoutWarps = kTwoShotThreads / 32;
+// The value a block's codec state word holds: 0 = no two-shot call yet.
+constexpr uint32_t CodecStateWord(Codec c) { return static_cast<uint32_t>(c) + 1; }
+
 // Offsets inside one rank's receive buffer.
 struct TwoShotLayout {
   int max_blocks = 0;
   // Rows: [max_blocks][2] (block, tile parity).
   size_t flags1 = 0;  // uint32 [rows][kMaxWorldSize]: phase-1 colour from each source rank
   size_t flags2 = 0;  // same for phase 2
-  size_t data1 = 0;   // [rows][kTileSlotBytes]
+  size_t data1 = 0;   // [rows][kTileSlotBytes]; the data-flag ring of block b at b * 2 rows
   size_t data2 = 0;
   size_t oneshot = 0;  // [2 phases][kOneShotRegionBytes], zero = empty
-  size_t total = 0;    // bytes to allocate (zeroed once before first use)
+  // uint32 [max_blocks][kTwoShotLayoutWarps][kMaxWorldSize]: in the SENDER's
+  // buffer, the last tile colour the granting rank cleared (data-flag family).
+  size_t credits = 0;
+  size_t total = 0;  // bytes to allocate (zeroed once before first use)
 };
 TwoShotLayout MakeTwoShotLayout(int max_blocks);
 
 // Words of device state a rank needs: [0, max_blocks) the two-shot colours,
 // [max_blocks] the device error flag, [max_blocks + 1, 2 max_blocks + 1) the
 // one-shot blocks' call counts (one per block of its fixed stride, which is
-// at most max_blocks; kernels/gpu/one_shot.cu).
+// at most max_blocks; kernels/gpu/one_shot.cu), [2 max_blocks + 1, 3
+// max_blocks + 1) each two-shot block's CodecStateWord of its last call.
 constexpr size_t TwoShotStateWords(int max_blocks) {
-  return 2 * static_cast<size_t>(max_blocks) + 1;
+  return 3 * static_cast<size_t>(max_blocks) + 1;
 }
 
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.

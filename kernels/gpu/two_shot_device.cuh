@@ -27,6 +27,7 @@
 #include "kernels/platform/device_macros.h"
 #include "kernels/platform/half2.cuh"
 #include "kernels/platform/math.cuh"
+#include "kernels/platform/relaxed.cuh"
 #include "kernels/platform/vec.cuh"
 
 namespace qr::kernels::gpu {
@@ -58,7 +59,9 @@ struct KernelParams {
   int num_tiles;
   char* buffers[kMaxWorldSize];
   size_t flags1, flags2, data1, data2;  // layout offsets
+  size_t credits;                       // layout offset of the data-flag credits
   uint32_t* colours;
+  uint32_t* codec_state;  // [max_blocks] CodecStateWord of each block's last two-shot call
   uint32_t* dev_error;  // device memory: first reason this rank gave up (sticky)
   const uint32_t* abort_word;
   uint32_t* error_word;  // host-mapped copy the host reads without blocking

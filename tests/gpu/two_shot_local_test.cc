@@ -305,32 +305,26 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GroupTest, ::testing::Values(2, 4, 8),
                            return "ws" + std::to_string(info.param);
                          });
 
-// A graph holding three all-reduces (different sizes and codecs), replayed
-// 1000 times with new inputs copied in before each replay.
-TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
-  const int ws = group_->world_size();
-  struct Op {
-    WorkFormat elem;
-    Codec codec;
-    size_t count;
-    bool one_shot;
-  };
-  // Two-shot and one-shot mixed; an odd number of one-shot calls per replay
-  // flips the one-shot phase between replays.
-  const Op ops[] = {{WorkFormat::kFp16, Codec::kFp, 32768, false},
-                    {WorkFormat::kBf16, Codec::kFp, 4096, true},
-                    {WorkFormat::kFp16, Codec::kInt4, (1 << 19) + 8, false},
-                    {WorkFormat::kFp16, Codec::kFp, 200000, true},
-                    {WorkFormat::kBf16Cast, Codec::kInt8, 100000, false},
-                    {WorkFormat::kBf16Cast, Codec::kFp, 8, true}};
+// One all-reduce of a captured or eager sequence.
+struct Op {
+  WorkFormat elem;
+  Codec codec;
+  size_t count;
+  bool one_shot;
+};
+
+// Captures `ops` into one graph per rank and replays it `replays` times
+// with one of four input sets copied in before each replay, checking every
+// op of every replay against the reference bit for bit.
+void ReplayAndCheck(LocalGroup& group, const std::vector<Op>& ops, int replays) {
+  const int ws = group.world_size();
   constexpr int kSets = 4;
-  constexpr int kReplays = 1000;
   std::vector<std::unique_ptr<RankBuffers>> bufs;
   // inputs[op][set][rank], want[op][set][rank]
   std::vector<std::vector<std::vector<std::vector<uint16_t>>>> inputs, want;
   uint64_t seed = 11;
   for (const Op& op : ops) {
-    bufs.push_back(Alloc(*group_, op.count));
+    bufs.push_back(Alloc(group, op.count));
     ASSERT_NE(bufs.back(), nullptr);
     inputs.emplace_back();
     want.emplace_back();
@@ -353,30 +347,30 @@ TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
   }
   std::vector<gpu::GraphExec> graphs(ws, nullptr);
   for (int r = 0; r < ws; ++r) {
-    ASSERT_OK(gpu::SetDevice(group_->device(r)));
-    ASSERT_OK(gpu::BeginCapture(group_->stream(r)));
-    for (size_t i = 0; i < std::size(ops); ++i) {
+    ASSERT_OK(gpu::SetDevice(group.device(r)));
+    ASSERT_OK(gpu::BeginCapture(group.stream(r)));
+    for (size_t i = 0; i < ops.size(); ++i) {
       LocalCall call{ops[i].elem, ops[i].codec, ops[i].count, 10000, ops[i].one_shot};
-      ASSERT_OK(group_->Launch(r, call, bufs[i]->in[r], bufs[i]->out[r]));
+      ASSERT_OK(group.Launch(r, call, bufs[i]->in[r], bufs[i]->out[r]));
     }
-    ASSERT_OK_AND_ASSIGN(graphs[r], gpu::EndCapture(group_->stream(r)));
+    ASSERT_OK_AND_ASSIGN(graphs[r], gpu::EndCapture(group.stream(r)));
   }
-  for (int rep = 0; rep < kReplays; ++rep) {
+  for (int rep = 0; rep < replays; ++rep) {
     const int set = (rep * 3 + 1) % kSets;
     for (int r = 0; r < ws; ++r) {
-      ASSERT_OK(gpu::SetDevice(group_->device(r)));
-      for (size_t i = 0; i < std::size(ops); ++i) {
+      ASSERT_OK(gpu::SetDevice(group.device(r)));
+      for (size_t i = 0; i < ops.size(); ++i) {
         ASSERT_OK(gpu::MemcpyAsync(bufs[i]->in[r], inputs[i][set][r].data(), ops[i].count * 2,
-                                   group_->stream(r)));
+                                   group.stream(r)));
       }
-      ASSERT_OK(gpu::GraphLaunch(graphs[r], group_->stream(r)));
+      ASSERT_OK(gpu::GraphLaunch(graphs[r], group.stream(r)));
     }
-    ASSERT_OK(group_->Synchronize());
-    for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone) << "replay " << rep;
-    for (size_t i = 0; i < std::size(ops); ++i) {
+    ASSERT_OK(group.Synchronize());
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(group.error(r), kGpuErrorNone) << "replay " << rep;
+    for (size_t i = 0; i < ops.size(); ++i) {
       for (int r = 0; r < ws; ++r) {
         std::vector<uint16_t> got(ops[i].count);
-        ASSERT_OK(gpu::SetDevice(group_->device(r)));
+        ASSERT_OK(gpu::SetDevice(group.device(r)));
         ASSERT_OK(gpu::Memcpy(got.data(), bufs[i]->out[r], ops[i].count * 2));
         ASSERT_EQ(FirstDifference(got, want[i][set][r]), "")
             << "replay " << rep << " op " << i << " rank " << r;
@@ -384,9 +378,71 @@ TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
     }
   }
   for (int r = 0; r < ws; ++r) {
-    ASSERT_OK(gpu::SetDevice(group_->device(r)));
+    ASSERT_OK(gpu::SetDevice(group.device(r)));
     gpu::GraphDestroy(graphs[r]);
   }
+}
+
+// A graph holding three all-reduces (different sizes and codecs), replayed
+// 1000 times with new inputs copied in before each replay.
+TEST_P(GroupTest, GraphReplayedThousandTimesStaysCorrect) {
+  // Two-shot and one-shot mixed; an odd number of one-shot calls per replay
+  // flips the one-shot phase between replays.
+  ReplayAndCheck(*group_,
+                 {{WorkFormat::kFp16, Codec::kFp, 32768, false},
+                  {WorkFormat::kBf16, Codec::kFp, 4096, true},
+                  {WorkFormat::kFp16, Codec::kInt4, (1 << 19) + 8, false},
+                  {WorkFormat::kFp16, Codec::kFp, 200000, true},
+                  {WorkFormat::kBf16Cast, Codec::kInt8, 100000, false},
+                  {WorkFormat::kBf16Cast, Codec::kFp, 8, true}},
+                 1000);
+}
+
+// The data-flag codecs (INT4, INT8) and the flag codecs (FP, INT6, INT3)
+// share each block's slots with different geometry; a block that changes
+// family or data-flag codec runs the handshake of kernels/gpu/two_shot.h.
+// A sequence that changes codec at almost every call, with grids of 1 to
+// all blocks (so that blocks skip calls and meet a codec change one or more
+// calls later), eagerly and then captured and replayed: every result bit for
+// bit the reference's.
+std::vector<Op> MixedCodecOps(int ws) {
+  const Codec int3_or_int4 = ws == 2 ? Codec::kInt3 : Codec::kInt4;
+  return {{WorkFormat::kFp16, Codec::kFp, 100000, false},
+          {WorkFormat::kFp16, Codec::kInt4, (1 << 20) + 8, false},
+          {WorkFormat::kBf16, Codec::kInt8, 16392, false},
+          {WorkFormat::kFp16, Codec::kInt6, 300000, false},
+          {WorkFormat::kBf16Cast, Codec::kInt4, 2056, false},
+          {WorkFormat::kFp16, Codec::kInt4, 3 * 16384 + 8, false},
+          {WorkFormat::kBf16, Codec::kFp, 8, false},
+          {WorkFormat::kFp16, Codec::kInt8, 1 << 21, false},
+          {WorkFormat::kFp16, Codec::kFp, 4096, true},
+          {WorkFormat::kBf16Cast, Codec::kInt8, 200008, false},
+          {WorkFormat::kFp16, int3_or_int4, 500000, false},
+          {WorkFormat::kBf16, Codec::kInt4, 1 << 20, false},
+          {WorkFormat::kFp16, Codec::kInt6, 16384, false},
+          {WorkFormat::kBf16Cast, Codec::kFp, (1 << 20) + 16, false},
+          {WorkFormat::kFp16, Codec::kInt4, 600000, false}};
+}
+
+TEST_P(GroupTest, MixedCodecSequenceIsBitExact) {
+  const int ws = group_->world_size();
+  const std::vector<Op> ops = MixedCodecOps(ws);
+  uint64_t seed = 31;
+  // Twice through, so that every change also happens from a warm state.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Op& op : ops) {
+      std::vector<std::vector<uint16_t>> in;
+      for (int r = 0; r < ws; ++r) {
+        in.push_back(testing::MakeInput(WorkFormatDType(op.elem), op.count, seed++, true));
+      }
+      RunAndCheck(op.elem, op.codec, op.count, in, /*in_place=*/false, op.one_shot);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(GroupTest, MixedCodecGraphReplayedStaysCorrect) {
+  ReplayAndCheck(*group_, MixedCodecOps(group_->world_size()), 100);
 }
 
 // vLLM's TP4/TP8 hang: many calls alternating two shapes (different grids).
