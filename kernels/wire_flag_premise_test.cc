@@ -36,7 +36,8 @@ std::string PremiseViolation(Codec codec, int ws, const std::vector<uint8_t>& wi
   for (int64_t off = codes; off < ShardWireBytes(codec, ws); off += 2) {
     uint16_t s;
     std::memcpy(&s, wire.data() + off, 2);
-    if ((s & kScaleWireFlag) == 0) return "scale word without the flag at byte " + std::to_string(off);
+    if ((s & kScaleWireFlag) == 0)
+      return "scale word without the flag at byte " + std::to_string(off);
   }
   return "";
 }
@@ -114,7 +115,8 @@ std::string CheckCall(const Case& c, const std::vector<std::vector<uint16_t>>& i
       EncodeReducedShard(p, reduced.data(), reduced_wire.data());
       const std::string v = PremiseViolation(c.codec, c.ws, reduced_wire);
       if (!v.empty()) {
-        return "phase 2 tile " + std::to_string(tile) + " shard " + std::to_string(shard) + ": " + v;
+        return "phase 2 tile " + std::to_string(tile) + " shard " + std::to_string(shard) + ": " +
+               v;
       }
     }
   }
@@ -180,8 +182,7 @@ TEST(WireFlagPremiseTest, CheckSeesTheZeroWordsOfInt6AndInt3) {
   for (const Case& c : Cases({Codec::kInt6, Codec::kInt3})) {
     const std::vector<std::vector<uint16_t>> zeros(
         c.ws, std::vector<uint16_t>(static_cast<size_t>(kTileElems), 0));
-    EXPECT_NE(CheckCall(c, zeros, kTileElems).find("zero code word"), std::string::npos)
-        << Name(c);
+    EXPECT_NE(CheckCall(c, zeros, kTileElems).find("zero code word"), std::string::npos) << Name(c);
   }
 }
 

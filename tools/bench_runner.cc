@@ -336,6 +336,7 @@ int Bench::Run() {
   std::fprintf(stderr, "qr-bench: %zu cells, estimated %.0f s (%s)\n", cells.size(),
                EstimateRunSeconds(cells, o_), header_.command_line.c_str());
   for (const auto& n : o_.notes) std::fprintf(stderr, "qr-bench: note: %s\n", n.c_str());
+  std::fprintf(stderr, "qr-bench: two-shot INT4/INT8 sync: %s\n", kernels::TwoShotSyncName());
   if (const std::string variant = kernels::TwoShotTimingVariant(); !variant.empty()) {
     std::fprintf(stderr, "qr-bench: TIMING VARIANT '%s': two-shot results are wrong\n",
                  variant.c_str());

@@ -281,6 +281,7 @@ int Run(const CostOptions& o, const std::string& command_line) {
     std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
     return 2;
   }
+  std::printf("two-shot INT4/INT8 sync: %s\n", kernels::TwoShotSyncName());
   if (gpu::DeviceCount() < 1) {
     std::fprintf(stderr, "qr-kernel-cost: no GPU\n");
     return 1;

@@ -39,7 +39,7 @@ struct FpCodec {
   }
 
   QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
-    return EncodeInput<kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16>(raw, tid);
+    return EncodeInput<(kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16)>(raw, tid);
   }
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) {
@@ -58,8 +58,8 @@ struct FpCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-    FoldInRankOrder<kBf16, kWs>(
-        [&](int r, int k, float (&v)[8]) { Unpack<kBf16>(src[r].v[k], v); }, out);
+    FoldInRankOrder<kBf16, kWs>([&](int r, int k, float(&v)[8]) { Unpack<kBf16>(src[r].v[k], v); },
+                                out);
   }
 
   // Phase-2 shards hold Pack's output, which Pack(Unpack(.)) leaves as is.

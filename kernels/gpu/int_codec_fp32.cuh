@@ -92,7 +92,7 @@ struct IntCodec {
   }
 
   QR_DEVICE_INLINE static Wire Encode(const Vec16 (&raw)[kA], int tid) {
-    return EncodeInput<kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16>(raw, tid);
+    return EncodeInput<(kBf16 ? WorkFormat::kBf16 : WorkFormat::kFp16)>(raw, tid);
   }
 
   QR_DEVICE_INLINE static void Store(const Wire& w, char* dst, int tid) { L::Store(w, dst, tid); }
@@ -131,8 +131,7 @@ struct IntCodec {
 
   template <int kWs>
   QR_DEVICE_INLINE static void Reduce(const Wire (&src)[kWs], Vec16 (&out)[kA]) {
-    FoldInRankOrder<kBf16, kWs>([&](int r, int k, float (&v)[8]) { DecodeAtom(src[r], k, v); },
-                                out);
+    FoldInRankOrder<kBf16, kWs>([&](int r, int k, float(&v)[8]) { DecodeAtom(src[r], k, v); }, out);
   }
 
   // A row with a finite scale decodes to finite values (finite codes times a

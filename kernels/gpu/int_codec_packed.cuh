@@ -176,7 +176,7 @@ struct PackedCodec {
       }
     } else {
       FoldInRankOrder<false, kWs>(
-          [&](int r, int k, float (&v)[8]) {
+          [&](int r, int k, float(&v)[8]) {
             uint32_t x[4];
             DecodeAtom(src[r], k, x);
             Unpack<false>(Vec16{{x[0], x[1], x[2], x[3]}}, v);

@@ -75,9 +75,9 @@ TEST(PackedCastTest, PairsConvertEachHalfOnItsOwn) {
 // The rounding routine on its own, at the edges the conversions reach.
 TEST(PackedCastTest, RoundToFormatEdges) {
   using cast_model::RoundToFormat;
-  EXPECT_EQ(RoundToFormat(false, 1, -24, 5, 10), 0x0001);   // smallest fp16 subnormal
-  EXPECT_EQ(RoundToFormat(false, 1, -25, 5, 10), 0x0000);   // half of it: ties to even
-  EXPECT_EQ(RoundToFormat(false, 3, -26, 5, 10), 0x0001);   // 0.75 of it rounds up
+  EXPECT_EQ(RoundToFormat(false, 1, -24, 5, 10), 0x0001);  // smallest fp16 subnormal
+  EXPECT_EQ(RoundToFormat(false, 1, -25, 5, 10), 0x0000);  // half of it: ties to even
+  EXPECT_EQ(RoundToFormat(false, 3, -26, 5, 10), 0x0001);  // 0.75 of it rounds up
   EXPECT_EQ(RoundToFormat(true, 0x3FF, -24, 5, 10), 0x83FF);
   EXPECT_EQ(RoundToFormat(false, 0x7FF, -25, 5, 10), 0x0400);  // rounds up to the smallest normal
   EXPECT_EQ(RoundToFormat(false, 65504, 0, 5, 10), 0x7BFF);

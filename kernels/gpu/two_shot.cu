@@ -17,8 +17,7 @@ static_assert(kWarps <= kTwoShotLayoutWarps, "the layout has a credit word per w
 // This thread's input atom i of `tile`; atoms past the end read as zero
 // (sizes are whole atoms).
 QR_DEVICE_INLINE Vec16 LoadInputAtom(const KernelParams& p, int tile, int i) {
-  const size_t off =
-      static_cast<size_t>(tile) * kTileBytes + threadIdx.x * 16 + i * kAtomStride;
+  const size_t off = static_cast<size_t>(tile) * kTileBytes + threadIdx.x * 16 + i * kAtomStride;
   return off < p.bytes ? platform::LoadInput16(p.in + off) : Vec16{};
 }
 
@@ -39,8 +38,7 @@ QR_DEVICE_INLINE void StoreOutputShard(const KernelParams& p, int tile, int s,
 // `granting`) in the buffer of rank `holder`.
 QR_DEVICE_INLINE uint32_t* CreditWord(const KernelParams& p, int holder, int warp, int granting) {
   return reinterpret_cast<uint32_t*>(p.buffers[holder] + p.credits) +
-         (static_cast<size_t>(blockIdx.x) * kTwoShotLayoutWarps + warp) * kMaxWorldSize +
-         granting;
+         (static_cast<size_t>(blockIdx.x) * kTwoShotLayoutWarps + warp) * kMaxWorldSize + granting;
 }
 
 // Whether credit value v lets a tile wait for `target` go on (colours wrap
@@ -107,7 +105,8 @@ QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
     if (!kVariantSkipsFences) platform::FenceSystem();
     for (int r = 0; r < kWs; ++r) {
       if (r == p.rank) continue;
-      for (int w = 0; w < kWarps; ++w) platform::AtomicStoreRelaxedSystem(CreditWord(p, r, w, p.rank), h);
+      for (int w = 0; w < kWarps; ++w)
+        platform::AtomicStoreRelaxedSystem(CreditWord(p, r, w, p.rank), h);
     }
   }
   // 3. Every peer's H for this block, every warp.
@@ -341,8 +340,7 @@ struct WarpCredits {
   }
 
   // After this warp cleared both phases of tile `colour` in my buffer.
-  QR_DEVICE_INLINE static void Release(const KernelParams& p, int warp, int lane,
-                                       uint32_t colour) {
+  QR_DEVICE_INLINE static void Release(const KernelParams& p, int warp, int lane, uint32_t colour) {
     platform::WarpSync();
     if (lane == 0) {
       if (!kVariantSkipsFences) platform::FenceSystem();
@@ -480,11 +478,19 @@ KernelFn PickCodec(Codec codec) {
     case Codec::kFp:
       return TwoShotKernel<kElem, Codec::kFp, FpCodec, kWs>;
     case Codec::kInt8:
-      return TwoShotDataFlagKernel<kElem, Codec::kInt8, Int8Codec, kWs>;
+      if constexpr (UsesDataFlags(Codec::kInt8)) {
+        return TwoShotDataFlagKernel<kElem, Codec::kInt8, Int8Codec, kWs>;
+      } else {
+        return TwoShotKernel<kElem, Codec::kInt8, Int8Codec, kWs>;
+      }
     case Codec::kInt6:
       return TwoShotKernel<kElem, Codec::kInt6, Int6Codec, kWs>;
     case Codec::kInt4:
-      return TwoShotDataFlagKernel<kElem, Codec::kInt4, Int4Codec, kWs>;
+      if constexpr (UsesDataFlags(Codec::kInt4)) {
+        return TwoShotDataFlagKernel<kElem, Codec::kInt4, Int4Codec, kWs>;
+      } else {
+        return TwoShotKernel<kElem, Codec::kInt4, Int4Codec, kWs>;
+      }
     case Codec::kInt3:
       if constexpr (CodecRunsAtWorldSize(Codec::kInt3, kWs)) {
         return TwoShotKernel<kElem, Codec::kInt3, Int3Codec, kWs>;
@@ -542,8 +548,8 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.data2 = l.data1 + rows * kTileSlotBytes;
   l.oneshot = l.data2 + rows * kTileSlotBytes;
   l.credits = l.oneshot + 2 * kOneShotRegionBytes;
-  l.total = l.credits + round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps *
-                                 kMaxWorldSize * 4);
+  l.total = l.credits +
+            round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps * kMaxWorldSize * 4);
   return l;
 }
 
@@ -551,6 +557,8 @@ int TwoShotGrid(size_t bytes, int max_blocks) {
   const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
   return static_cast<int>(tiles < static_cast<size_t>(max_blocks) ? tiles : max_blocks);
 }
+
+const char* TwoShotSyncName() { return kDataFlagBuild ? "data_flag" : "flags"; }
 
 const char* TwoShotTimingVariant() {
   if (gpu::kVariantSkipsWaits && gpu::kVariantSkipsFences) return "bare";

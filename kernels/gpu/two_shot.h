@@ -98,7 +98,24 @@ inline constexpr uint32_t kGpuErrorTimeout = 2;  // a wait ran past timeout
 // A change between two flag-family codecs needs no handshake: their rows
 // are the same bytes and the tile-parity argument (two_shot.cu) holds across
 // calls whatever a row holds. The same codec as last time: no handshake.
-inline constexpr bool UsesDataFlags(Codec c) { return c == Codec::kInt4 || c == Codec::kInt8; }
+//
+// Built in only with `--define qr_two_shot_sync=data_flag` (kernels/gpu/BUILD).
+// On one H200 it was bit-exact but no faster where the ranks share the GPU
+// and its SM-side cost was higher (docs/performance.md, "Data as its own
+// flag"); what it is for, taking the system fence off the NVLink critical
+// path, needs two GPUs to measure (issue 20). Until then INT4 and INT8 take
+// the block flags like every other codec.
+#if defined(QR_TWO_SHOT_DATA_FLAG)
+inline constexpr bool kDataFlagBuild = true;
+#else
+inline constexpr bool kDataFlagBuild = false;
+#endif
+// Whether `c` can be its own flag (wire v2: INT4 and INT8 words are never zero).
+inline constexpr bool CanBeItsOwnFlag(Codec c) { return c == Codec::kInt4 || c == Codec::kInt8; }
+// Whether this build's kernels of `c` use data as its own flag.
+inline constexpr bool UsesDataFlags(Codec c) { return kDataFlagBuild && CanBeItsOwnFlag(c); }
+// "data_flag" or "flags": how this build's INT4/INT8 kernels synchronise.
+const char* TwoShotSyncName();
 
 // Bytes of one block's slots per phase (two rows of kTileSlotBytes).
 inline constexpr int64_t kTwoShotBlockPhaseBytes = 2 * kTileSlotBytes;

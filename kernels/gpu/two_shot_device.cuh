@@ -62,7 +62,7 @@ struct KernelParams {
   size_t credits;                       // layout offset of the data-flag credits
   uint32_t* colours;
   uint32_t* codec_state;  // [max_blocks] CodecStateWord of each block's last two-shot call
-  uint32_t* dev_error;  // device memory: first reason this rank gave up (sticky)
+  uint32_t* dev_error;    // device memory: first reason this rank gave up (sticky)
   const uint32_t* abort_word;
   uint32_t* error_word;  // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;

@@ -40,11 +40,15 @@ TEST(TwoShotLayoutTest, StateWordsHoldColoursErrorOneShotCountersAndCodecs) {
 }
 
 TEST(DataFlagRingTest, OnlyInt4AndInt8AreTheirOwnFlag) {
-  EXPECT_TRUE(UsesDataFlags(Codec::kInt4));
-  EXPECT_TRUE(UsesDataFlags(Codec::kInt8));
-  EXPECT_FALSE(UsesDataFlags(Codec::kFp));
-  EXPECT_FALSE(UsesDataFlags(Codec::kInt6));
-  EXPECT_FALSE(UsesDataFlags(Codec::kInt3));
+  EXPECT_TRUE(CanBeItsOwnFlag(Codec::kInt4));
+  EXPECT_TRUE(CanBeItsOwnFlag(Codec::kInt8));
+  EXPECT_FALSE(CanBeItsOwnFlag(Codec::kFp));
+  EXPECT_FALSE(CanBeItsOwnFlag(Codec::kInt6));
+  EXPECT_FALSE(CanBeItsOwnFlag(Codec::kInt3));
+  for (Codec c : {Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec::kInt3}) {
+    EXPECT_EQ(UsesDataFlags(c), kDataFlagBuild && CanBeItsOwnFlag(c));
+  }
+  EXPECT_STREQ(TwoShotSyncName(), kDataFlagBuild ? "data_flag" : "flags");
 }
 
 // The ring lives inside each block's two rows of slots per phase whatever

@@ -105,8 +105,8 @@ QR_DEVICE_INLINE uint32_t LoadRelaxedSys4(const void* p) {
 
 QR_DEVICE_INLINE Vec16 LoadRelaxedSys16(const void* p) {
   const uint32_t* q = static_cast<const uint32_t*>(p);
-  return Vec16{{LoadRelaxedSys4(q), LoadRelaxedSys4(q + 1), LoadRelaxedSys4(q + 2),
-                LoadRelaxedSys4(q + 3)}};
+  return Vec16{
+      {LoadRelaxedSys4(q), LoadRelaxedSys4(q + 1), LoadRelaxedSys4(q + 2), LoadRelaxedSys4(q + 3)}};
 }
 
 QR_DEVICE_INLINE void LoadRelaxedSys8(const void* p, uint32_t& lo, uint32_t& hi) {

@@ -29,7 +29,8 @@ uint16_t Half(const std::vector<uint32_t>& words, size_t i) {
 
 std::vector<uint32_t> Words(const std::vector<uint16_t>& values) {
   std::vector<uint32_t> w((values.size() + 1) / 2, 0);
-  for (size_t i = 0; i < values.size(); ++i) w[i / 2] |= static_cast<uint32_t>(values[i]) << (16 * (i % 2));
+  for (size_t i = 0; i < values.size(); ++i)
+    w[i / 2] |= static_cast<uint32_t>(values[i]) << (16 * (i % 2));
   return w;
 }
 

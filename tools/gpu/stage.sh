@@ -20,7 +20,10 @@ targets=(
   //tools:qr-kernel-cost
   //tests/reliability:qr-reliability
 )
-flags=(-c opt --dynamic_mode=off)
+# QR_STAGE_BAZEL_FLAGS adds build flags, e.g. "--define qr_two_shot_sync=data_flag"
+# (INT4/INT8 with data as its own flag, kernels/gpu/two_shot.h).
+# shellcheck disable=SC2206
+flags=(-c opt --dynamic_mode=off ${QR_STAGE_BAZEL_FLAGS:-})
 ./bazelw build "${flags[@]}" "${targets[@]}"
 bin=$(./bazelw info "${flags[@]}" bazel-bin 2>/dev/null)
 
