@@ -118,6 +118,9 @@ nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv,noheade
 nvidia-smi topo -m >>"$out/gpus.txt" 2>&1 || true
 echo "=== $gpus GPU(s); parts: $suite${budget:+; budget $budget s}"
 
+# Commas separate parts as well as spaces ("local,backend"), and a name that
+# is no part fails the suite: a typo must not pass by running nothing.
+suite="${suite//,/ }"
 for p in $suite; do
   case "$p" in
     codec)
@@ -127,7 +130,7 @@ for p in $suite; do
       part cast 60 .device/bin/packed_cast_gpu_test --gtest_brief=1 ;;
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
-      part local "$(lim 420 240)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
+      part local "$(lim 420 360)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
@@ -181,6 +184,9 @@ for p in $suite; do
       done ;;
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
+    *)
+      summary+=("$p: no such part (codec local backend demo sanitizer bench variants cost profile)")
+      failed=1 ;;
   esac
 done
 suite_mps_stop

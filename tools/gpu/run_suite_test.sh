@@ -173,4 +173,12 @@ grep -q "cost-bare-one-shot: rc=0" "$d/out/summary.txt" || fail "cost: summary l
 run "$d" QR_SUITE=cost QR_COST_ALGOS=one-shot || fail "cost: QR_COST_ALGOS run failed"
 [[ $(grep -c "^qr-kernel-cost.* --algorithm two-shot" "$c") -eq 4 ]] ||
   fail "cost: QR_COST_ALGOS=one-shot still ran two-shot"
+# 7. Parts by comma as by space; a name that is no part fails the suite.
+d="$tmp/names"
+make_tree "$d" 1
+run "$d" QR_SUITE=codec,local || { cat "$d/suite.log"; fail "QR_SUITE=codec,local failed"; }
+grep -q "^two_shot_local_test" "$d/calls.txt" || fail "QR_SUITE=codec,local ran no local part"
+grep -q "^packed_codec_gpu_test" "$d/calls.txt" || fail "QR_SUITE=codec,local ran no codec part"
+run "$d" QR_SUITE="local lcoal" && fail "an unknown part passed the suite"
+grep -q "lcoal: no such part" "$d/out/summary.txt" || fail "the unknown part is not named"
 echo "PASS"
