@@ -90,17 +90,6 @@ struct AbortWatch {
   volatile uint32_t* watching;  // shared: 1 while thread 0 reads the abort word
 };
 
-// ShouldGiveUp (two_shot_device.cuh) without the abort word: another block
-// or thread of this rank gave up, or this wait ran past timeout_ticks.
-QR_DEVICE_INLINE bool GaveUpOrTimedOut(uint64_t start, const KernelParams& p) {
-  if (platform::AtomicLoadRelaxedSystem(p.dev_error) != kGpuErrorNone) return true;
-  if (p.timeout_ticks != 0 && platform::WallClock() - start > p.timeout_ticks) {
-    SetError(p, kGpuErrorTimeout);
-    return true;
-  }
-  return false;
-}
-
 // Polls *src until the atom arrived. False when the wait gives up. The
 // timing variants that skip waits take whatever is there (wrong results), so
 // that one rank's kernel can be timed alone (tools/kernel_cost.h).
@@ -115,7 +104,7 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p, 
     ++spins;
     if ((spins & 63u) == 0) {
       const bool reads_abort = threadIdx.x == 0 || *watch.watching == 0;
-      if (reads_abort ? ShouldGiveUp(start, p) : GaveUpOrTimedOut(start, p)) return false;
+      if (ShouldGiveUp(start, p, reads_abort)) return false;
     }
     if (spins > kOneShotSpinPolls) platform::PollPause();
   }

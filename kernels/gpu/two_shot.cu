@@ -47,18 +47,10 @@ QR_DEVICE_INLINE bool CreditReached(uint32_t v, uint32_t target) {
   return static_cast<int32_t>(v - target) >= 0;
 }
 
-// WaitFlag (two_shot_device.cuh) for a credit: spins until *word reaches
-// `target`, then acquires.
+// WaitWord (two_shot_device.cuh) until a credit reaches `target`.
 QR_DEVICE_INLINE bool WaitCredit(const uint32_t* word, uint32_t target, const KernelParams& p) {
-  if (!CreditReached(platform::AtomicLoadRelaxedSystem(word), target)) {
-    const uint64_t start = platform::WallClock();
-    uint32_t spins = 0;
-    while (!CreditReached(platform::AtomicLoadRelaxedSystem(word), target)) {
-      if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
-      platform::PollPause();
-    }
-  }
-  return CreditReached(platform::AtomicLoadAcquireSystem(word), target);
+  return WaitWord(
+      word, [target](uint32_t v) { return CreditReached(v, target); }, p);
 }
 
 // The start of every two-shot call, block-wide: false when this rank has
@@ -74,11 +66,14 @@ QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
   // thread reads the flag (device memory) for the whole block.
   if (threadIdx.x == 0) {
     gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
-    last = p.codec_state[blockIdx.x];
+    if (kDataFlagBuild) last = p.codec_state[blockIdx.x];
   }
   __syncthreads();
   if (gave_up != kGpuErrorNone) return false;
   base = p.colours[blockIdx.x];
+  // Without data-flag kernels every codec is of the flag family: no call
+  // needs the handshake, and nothing reads the state word.
+  if constexpr (!kDataFlagBuild) return true;
   const uint32_t prev = last;
   const bool prev_data_flag = prev != 0 && UsesDataFlags(static_cast<Codec>(prev - 1));
   if (prev == kWord || (!kDataFlag && !prev_data_flag)) {

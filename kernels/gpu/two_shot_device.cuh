@@ -98,16 +98,14 @@ QR_DEVICE_INLINE void SetError(const KernelParams& p, uint32_t code) {
   }
 }
 
-// Spins until *flag == colour. Gives up (returns false) when the group's
-// abort word is raised, when another block of this rank already gave up, or
-// after timeout_ticks. The acquire load orders this thread's later reads (and
-// the block's, after the __syncthreads() that follows) after the peer's
-// release store of the flag.
 // Called every 64 spins of a wait that started at `start`: true when the
 // wait must give up (abort word raised, another block of this rank gave up,
-// or past timeout_ticks), recording why.
-QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p) {
-  if (p.abort_word != nullptr && platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
+// or past timeout_ticks), recording why. `read_abort` false leaves the abort
+// word (host memory) to another thread that watches it for the block
+// (one_shot.cu's AbortWatch): a raised word reaches this one as dev_error.
+QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p, bool read_abort = true) {
+  if (read_abort && p.abort_word != nullptr &&
+      platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
     SetError(p, kGpuErrorAborted);
     return true;
   }
@@ -119,18 +117,29 @@ QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p) {
   return false;
 }
 
-// Spins with relaxed loads and acquires once on the match: an acquire on
-// every spin would order (and slow) each poll for nothing.
-QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const KernelParams& p) {
-  if (platform::AtomicLoadRelaxedSystem(flag) != colour) {
+// Spins until done(*word). Gives up (returns false) when the group's abort
+// word is raised, when another block of this rank already gave up, or after
+// timeout_ticks. Spins with relaxed loads and acquires once on the match (an
+// acquire on every spin would order, and slow, each poll for nothing): the
+// acquire orders this thread's later reads (and the block's, after the
+// __syncthreads() that follows) after the peer's release of the word.
+template <class Done>
+QR_DEVICE_INLINE bool WaitWord(const uint32_t* word, Done done, const KernelParams& p) {
+  if (!done(platform::AtomicLoadRelaxedSystem(word))) {
     const uint64_t start = platform::WallClock();
     uint32_t spins = 0;
-    while (platform::AtomicLoadRelaxedSystem(flag) != colour) {
+    while (!done(platform::AtomicLoadRelaxedSystem(word))) {
       if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
       platform::PollPause();
     }
   }
-  return platform::AtomicLoadAcquireSystem(flag) == colour;
+  return done(platform::AtomicLoadAcquireSystem(word));
+}
+
+// WaitWord until *flag == colour.
+QR_DEVICE_INLINE bool WaitFlag(const uint32_t* flag, uint32_t colour, const KernelParams& p) {
+  return WaitWord(
+      flag, [colour](uint32_t v) { return v == colour; }, p);
 }
 
 // Block-wide: thread s < ws waits for source s's flag in `flags` (this
