@@ -47,8 +47,8 @@ while [[ "\$1" == --* ]]; do shift 2; done
 exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
-  for b in packed_codec_gpu_test packed_cast_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench \
-    qr-kernel-cost; do
+  for b in packed_codec_gpu_test packed_cast_gpu_test peer_store_gpu_test two_shot_local_test \
+    gpu_backend_test qr-demo qr-bench qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
@@ -173,7 +173,29 @@ grep -q "cost-bare-one-shot: rc=0" "$d/out/summary.txt" || fail "cost: summary l
 run "$d" QR_SUITE=cost QR_COST_ALGOS=one-shot || fail "cost: QR_COST_ALGOS run failed"
 [[ $(grep -c "^qr-kernel-cost.* --algorithm two-shot" "$c") -eq 4 ]] ||
   fail "cost: QR_COST_ALGOS=one-shot still ran two-shot"
-# 7. Parts by comma as by space; a name that is no part fails the suite.
+# 7. The tma part: the bytes test, qr-kernel-cost --peer-store with its
+# outputs on one GPU, and qr-bench's peer-store line only with two; no MPS.
+d="$tmp/tma"
+make_tree "$d" 1
+run "$d" QR_SUITE=tma QR_TMA_CHUNKS=8K,16K || { cat "$d/suite.log"; fail "tma: suite failed"; }
+c="$d/calls.txt"
+grep -q "^mps-" "$c" && fail "tma started MPS"
+grep -q "^peer_store_gpu_test shared=unset mps= --gtest_brief=1$" "$c" || { cat "$c"; fail "tma: no bytes test"; }
+grep -q "^qr-kernel-cost shared=unset mps= --peer-store --peer-tma-chunks 8K,16K --csv $d/out/tma-cost.csv --json $d/out/tma-cost.json$" "$c" ||
+  { cat "$c"; fail "tma: qr-kernel-cost not run with --peer-store and its outputs"; }
+grep -q "^qr-bench" "$c" && fail "tma: qr-bench ran on one GPU"
+d="$tmp/tma2"
+make_tree "$d" 2
+run "$d" QR_SUITE=tma || { cat "$d/suite.log"; fail "tma, two GPUs: suite failed"; }
+grep -q "^qr-bench .*--peer-tma-chunks 4K,8K,16K,32K .*--no-nccl --json $d/out/tma-bench.json$" "$d/calls.txt" ||
+  { cat "$d/calls.txt"; fail "tma, two GPUs: no qr-bench peer-store line"; }
+grep -q "tma-bench: rc=0" "$d/out/summary.txt" || fail "tma: summary lacks tma-bench"
+# The codec part runs the bytes test too.
+d="$tmp/codec"
+make_tree "$d" 1
+run "$d" QR_SUITE=codec || { cat "$d/suite.log"; fail "codec: suite failed"; }
+grep -q "^peer_store_gpu_test" "$d/calls.txt" || fail "codec: no peer_store_gpu_test"
+# 8. Parts by comma as by space; a name that is no part fails the suite.
 d="$tmp/names"
 make_tree "$d" 1
 run "$d" QR_SUITE=codec,local || { cat "$d/suite.log"; fail "QR_SUITE=codec,local failed"; }
