@@ -1,5 +1,6 @@
 #include <hip/hip_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -157,11 +158,19 @@ Status LaunchPeerStore(const PeerStoreArgs& args) {
   }
   p.chunk_vecs = static_cast<uint32_t>(args.chunk_bytes / 16);
   const int shared_bytes = static_cast<int>(2 * args.chunk_bytes);
-  // Above 48 KiB of dynamic shared memory a kernel must opt in. Not a stream
-  // operation: allowed while the stream is captured.
-  QR_GPU_RETURN_IF_ERROR(hipFuncSetAttribute(reinterpret_cast<const void*>(&PeerStoreBulkKernel),
-                                             hipFuncAttributeMaxDynamicSharedMemorySize,
-                                             shared_bytes));
+  // Above 48 KiB of dynamic shared memory a kernel must opt in, once per
+  // device: to the largest chunks' need, so that timing loops pay no host
+  // call per launch. Not a stream operation: allowed while capturing.
+  static std::atomic<uint64_t> raised_devices{0};
+  int device = 0;
+  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (raised_devices.load(std::memory_order_relaxed) & bit) == 0) {
+    QR_GPU_RETURN_IF_ERROR(hipFuncSetAttribute(
+        reinterpret_cast<const void*>(&PeerStoreBulkKernel),
+        hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(2 * kPeerStoreMaxChunkBytes)));
+    raised_devices.fetch_or(bit, std::memory_order_relaxed);
+  }
   hipLaunchKernelGGL(PeerStoreBulkKernel, dim3(args.blocks), dim3(kPeerStoreThreads),
                      static_cast<unsigned>(shared_bytes), stream, p);
   QR_GPU_RETURN_IF_ERROR(hipGetLastError());

@@ -138,8 +138,9 @@ TEST_F(PeerStoreGpuTest, EveryMethodWritesThePatternAndNothingElse) {
   }
 }
 
-// Captured once (64 KiB chunks: the launch raises the kernel's shared memory
-// limit while the stream is captured) and replayed onto a wiped buffer.
+// Captured once (64 KiB chunks: 128 KiB of shared memory per block) and
+// replayed onto a wiped buffer; run alone, its launch is also the one that
+// raises the kernel's shared memory limit while the stream is captured.
 TEST_F(PeerStoreGpuTest, TmaLaunchWorksInsideACapturedGraph) {
   if (!kernels::PeerStoreMethodAvailable(PeerStoreMethod::kTmaBulk)) {
     GTEST_SKIP() << "no TMA bulk copies on this platform";
