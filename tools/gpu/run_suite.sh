@@ -2,10 +2,10 @@
 # Runs the staged GPU suite ON THE GPU MACHINE (from the repository root, with
 # .device/ carried there by tools/gpu/stage.sh). Writes logs and CSVs to $OUT
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
-#   QR_SUITE picks parts; default "codec local backend sanitizer bench symm" on
-#   2+ GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
-#   and NCCL; symm, PyTorch's symmetric-memory all-reduce beside qr-bench's
-#   rows, needs torch and a GPU per rank).
+#   QR_SUITE picks parts; default "codec local backend sanitizer bench" on 2+
+#   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
+#   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
+#   qr-bench's rows (torch, a GPU per rank).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 # With exactly one GPU the multi-process parts (backend, demo) run their ranks
@@ -26,7 +26,7 @@ if [[ $gpus -eq 1 ]]; then
   # skipped) so that the summary is always printed.
   budget="${QR_SUITE_BUDGET:-540}"
 else
-  suite="${QR_SUITE:-codec local backend sanitizer bench symm}"
+  suite="${QR_SUITE:-codec local backend sanitizer bench}"
   budget="${QR_SUITE_BUDGET:-}"
 fi
 summary=()

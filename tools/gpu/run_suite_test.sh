@@ -159,9 +159,7 @@ grep -q "^mps-" "$c" && fail "MPS started with two GPUs"
 grep -q "^gpu_backend_test shared=unset mps= " "$c" || fail "two GPUs: backend saw the flag"
 grep -q "^qr-bench" "$c" || fail "two GPUs: no bench"
 grep -q "^qr-demo" "$c" && fail "two GPUs: demo is not a default part"
-order=$(grep -oE "^(qr-bench|python3 python/bench/symm_mem_bench.py)" "$c" | tr '\n' ' ')
-[[ "$order" == "qr-bench python3 python/bench/symm_mem_bench.py " ]] ||
-  fail "two GPUs: symm is not a default part right after bench: $order"
+grep -q "^python3" "$c" && fail "two GPUs: symm is not a default part"
 # 6. The cost part: the real binary shared, the variants that skip waits
 # alone, the others shared, both algorithms each, outputs under $OUT; no MPS.
 d="$tmp/cost"
@@ -199,13 +197,16 @@ grep -q "^packed_codec_gpu_test" "$d/calls.txt" || fail "QR_SUITE=codec,local ra
 run "$d" QR_SUITE="local lcoal" && fail "an unknown part passed the suite"
 grep -q "lcoal: no such part" "$d/out/summary.txt" || fail "the unknown part is not named"
 # 8. The symm part on two GPUs: the torch bench with its outputs under $OUT,
-# QR_SYMM_ARGS and a --timeout inside the part's limit, then the join of
-# bench.csv (here left as a bench run would) with symm.csv; no MPS.
+# QR_SYMM_ARGS and a --timeout inside the part's limit, after qr-bench, then
+# the join of bench.csv (here left as a bench run would) with symm.csv; no MPS.
 d="$tmp/symm"
 make_tree "$d" 2
 mkdir -p "$d/out" && echo "bench rows" >"$d/out/bench.csv"
-run "$d" QR_SUITE=symm QR_SYMM_ARGS="--quick" || { cat "$d/suite.log"; fail "symm: suite failed"; }
+run "$d" QR_SUITE=bench,symm QR_SYMM_ARGS="--quick" || { cat "$d/suite.log"; fail "symm: suite failed"; }
 c="$d/calls.txt"
+order=$(grep -oE "^(qr-bench|python3 [a-z/_]+\.py)" "$c" | tr '\n' ' ')
+[[ "$order" == "qr-bench python3 python/bench/symm_mem_bench.py python3 tools/qr_bench_join.py " ]] ||
+  fail "bench,symm: not qr-bench, the torch bench, the join: $order"
 grep -q "^mps-" "$c" && fail "symm started MPS"
 grep -qx "python3 python/bench/symm_mem_bench.py --timeout 400 --csv $d/out/symm.csv --json $d/out/symm.json --quick" "$c" ||
   { cat "$c"; fail "symm: the torch bench not run with its outputs and QR_SYMM_ARGS"; }
