@@ -4,7 +4,8 @@
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
 #   QR_SUITE picks parts; default "codec local backend sanitizer bench" on 2+
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
-#   and NCCL).
+#   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
+#   qr-bench's rows (torch, a GPU per rank).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -158,6 +159,28 @@ for p in $suite; do
       [[ -x .device/bin/qr-bench ]] &&
         part bench "${QR_BENCH_TIMEOUT:-420}" .device/bin/qr-bench --csv "$out/bench.csv" \
           --json "$out/bench.json" --min-size-table "$out/min_size_table.txt" ${QR_BENCH_ARGS:-} ;;
+    symm)
+      # PyTorch's symmetric-memory one-shot and two-shot all-reduce (and
+      # torch's NCCL as a calibration) on qr-bench's sizes and dtypes, timed
+      # the same way (python/bench/symm_mem_bench.py; multicast stays off:
+      # the exports above, which the script also forces); then, where the
+      # bench part wrote bench.csv, the joined table with the goal verdicts
+      # (tools/qr_bench_join.py). QR_SYMM_ARGS adds flags (--quick to match
+      # QR_BENCH_ARGS=--quick). Exit 3 = some cell failed (refusals are not
+      # failures).
+      if [[ $gpus -lt 2 ]]; then
+        summary+=("symm: skipped (torch symmetric memory maps each rank's buffer into its peers: one GPU per rank, 2 GPUs at least)")
+        continue
+      fi
+      symm_limit="${QR_SYMM_TIMEOUT:-420}"
+      part symm "$symm_limit" python3 python/bench/symm_mem_bench.py --timeout $((symm_limit - 20)) \
+        --csv "$out/symm.csv" --json "$out/symm.json" ${QR_SYMM_ARGS:-}
+      if [[ -s "$out/bench.csv" ]]; then
+        part symm-table 60 python3 tools/qr_bench_join.py "$out/bench.csv" "$out/symm.csv" \
+          --out "$out/symm_table.md"
+      else
+        summary+=("symm-table: skipped (no $out/bench.csv: run the bench part first, QR_SUITE=bench,symm)")
+      fi ;;
     variants)
       # The real kernels and each staged timing variant (QR_STAGE_VARIANTS),
       # the same sweep; docs/performance.md, "Timing variants".
@@ -203,7 +226,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local backend demo sanitizer bench variants cost tma profile)")
+      summary+=("$p: no such part (codec local backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done
