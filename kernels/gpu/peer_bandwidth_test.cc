@@ -60,10 +60,10 @@ TEST(PeerStoreTest, RejectsBadChunkSizes) {
   for (size_t chunk : {size_t{0}, size_t{8}, size_t{4100}, size_t{4096 + 8},
                        (size_t{64} << 10) + 16, size_t{1} << 20}) {
     const PeerStoreArgs a = Args(PeerStoreMethod::kTmaBulk, chunk);
-    EXPECT_THAT(ValidatePeerStoreArgs(a),
-                StatusIs(StatusCode::kInvalidArgument,
-                         HasSubstr("chunk_bytes " + std::to_string(chunk) +
-                                   " is not a multiple of 16 in 16..65536")))
+    EXPECT_THAT(
+        ValidatePeerStoreArgs(a),
+        StatusIs(StatusCode::kInvalidArgument, HasSubstr("chunk_bytes " + std::to_string(chunk) +
+                                                         " is not a multiple of 16 in 16..65536")))
         << chunk;
     EXPECT_THAT(LaunchPeerStore(a), StatusIs(StatusCode::kInvalidArgument)) << chunk;
   }

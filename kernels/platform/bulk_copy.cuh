@@ -54,7 +54,9 @@ QR_DEVICE_INLINE void BulkCopySharedToGlobal(void* dst, const void* src_shared, 
 
 // Closes this thread's current bulk group (the copies issued since the last
 // commit): the unit the waits below count.
-QR_DEVICE_INLINE void BulkCommitGroup() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+QR_DEVICE_INLINE void BulkCommitGroup() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
 
 // Waits until at most kPending of this thread's most recent bulk groups
 // still read their shared source: the shared memory of every older group

@@ -49,8 +49,8 @@ std::string Name(const Method& m) {
 std::vector<Method> Methods() {
   std::vector<Method> m = {{PeerStoreMethod::kSmStores, 0}};
   if (!kernels::PeerStoreMethodAvailable(PeerStoreMethod::kTmaBulk)) return m;
-  for (size_t c : {size_t{16}, 4 * kKiB, 8 * kKiB, 16 * kKiB + 16, 16 * kKiB, 32 * kKiB,
-                   64 * kKiB}) {
+  for (size_t c :
+       {size_t{16}, 4 * kKiB, 8 * kKiB, 16 * kKiB + 16, 16 * kKiB, 32 * kKiB, 64 * kKiB}) {
     m.push_back({PeerStoreMethod::kTmaBulk, c});
   }
   return m;
@@ -106,9 +106,8 @@ TEST_F(PeerStoreGpuTest, EveryMethodWritesThePatternAndNothingElse) {
     const size_t chunk = m.chunk_bytes > 0 ? m.chunk_bytes : 16 * kKiB;
     // Below one chunk, one chunk and a vector, three and a bit, and large
     // sizes with a short last chunk.
-    for (size_t bytes : {size_t{16}, std::max(chunk - 16, size_t{16}), chunk + 16,
-                         3 * chunk + 48, (size_t{1} << 20) + 16 * 37,
-                         (size_t{64} << 20) + 4 * kKiB + 16}) {
+    for (size_t bytes : {size_t{16}, std::max(chunk - 16, size_t{16}), chunk + 16, 3 * chunk + 48,
+                         (size_t{1} << 20) + 16 * 37, (size_t{64} << 20) + 4 * kKiB + 16}) {
       for (int num_dst : {1, 2}) {
         for (int blocks : {num_dst, 3 * num_dst, 2 * sms_}) {
           // 64 MiB through a block or three is seconds of 16-byte copies.
