@@ -79,6 +79,7 @@ struct Parsed {
   CLI::Option* modes = nullptr;
   CLI::Option* algos_flag = nullptr;
   CLI::Option* peer_bytes = nullptr;
+  CLI::Option* peer_tma_chunks = nullptr;
 };
 
 void DefineFlags(CLI::App& app, Parsed& p) {
@@ -113,6 +114,10 @@ void DefineFlags(CLI::App& app, Parsed& p) {
   p.peer_bytes = AddParsedOption<size_t>(app, "--peer-bytes", o.peer_bytes, ParseMessageSize,
                                          "bytes per destination per rep (default 256M)");
   p.peer_bytes->type_name("SIZE");
+  p.peer_tma_chunks = AddListOption<size_t>(
+      app, "--peer-tma-chunks", o.peer_tma_chunks, ParseTmaChunk,
+      "also measure the peer-store bandwidth with TMA bulk copies of these sizes, e.g. "
+      "4K,8K,16K,32K (NVIDIA; default none: SM stores only)");
   app.add_option("--csv", o.csv_path, "one row per cell")->type_name("FILE");
   app.add_option("--json", o.json_path, "the rows plus a header (machine, method, command)")
       ->type_name("FILE");
@@ -163,6 +168,10 @@ Status Finish(Parsed& p) {
     o.regimes.erase(int3);
     o.notes.push_back("INT3 left out: it runs only at world size 2");
   }
+  if (!o.peer_bandwidth && !o.peer_tma_chunks.empty()) {
+    return InvalidArgumentError(
+        "--peer-tma-chunks: the peer-store bandwidth is off (--no-peer-bandwidth)");
+  }
   if (o.modes == std::vector<BenchMode>{BenchMode::kEager} && o.sizes.front() > o.eager_max_bytes) {
     return InvalidArgumentError(fmt::format(
         "--modes eager: every size is above --eager-max-size {}, nothing would be timed",
@@ -172,6 +181,27 @@ Status Finish(Parsed& p) {
 }
 
 }  // namespace
+
+StatusOr<size_t> ParseTmaChunk(const std::string& text) {
+  const StatusOr<uint64_t> b = ParseBytes(text);
+  if (!b.ok() || *b < kTmaChunkMinBytes || *b > kTmaChunkMaxBytes || *b % 16 != 0) {
+    return InvalidArgumentError(fmt::format(
+        "TMA chunk '{}' must be a multiple of 16 bytes from {} to {}", text, kTmaChunkMinBytes,
+        FormatBytes(kTmaChunkMaxBytes, ByteStyle::kCompact)));
+  }
+  return static_cast<size_t>(*b);
+}
+
+std::string PeerStoreChoiceName(const PeerStoreChoice& choice) {
+  if (!choice.tma) return "sm";
+  return "tma " + FormatBytes(choice.chunk_bytes, ByteStyle::kCompact);
+}
+
+std::vector<PeerStoreChoice> PeerStoreChoices(const std::vector<size_t>& tma_chunks) {
+  std::vector<PeerStoreChoice> c = {{false, 0}};
+  for (size_t chunk : tma_chunks) c.push_back({true, chunk});
+  return c;
+}
 
 const char* BenchDTypeName(BenchDType dtype) { return WorkFormatName(dtype); }
 

@@ -36,6 +36,28 @@ inline constexpr size_t kBenchMiB = size_t{1} << 20;
 // Largest message the bench accepts (two buffers of it per GPU).
 inline constexpr size_t kBenchMaxBytes = size_t{4} << 30;
 
+// TMA bulk-copy sizes the tools accept for the peer-store measurement: a
+// multiple of 16 bytes in this range (kernels/gpu/peer_bandwidth.h's
+// kPeerStoreMin/MaxChunkBytes, which host-only code cannot include;
+// tools/bench_peer.cc checks that they agree).
+inline constexpr size_t kTmaChunkMinBytes = 16;
+inline constexpr size_t kTmaChunkMaxBytes = size_t{64} << 10;
+// A chunk size as --peer-tma-chunks takes it ("16K", "4096"): kInvalidArgument
+// saying the rule otherwise.
+[[nodiscard]] StatusOr<size_t> ParseTmaChunk(const std::string& text);
+
+// How a peer-store measurement writes (kernels/gpu/peer_bandwidth.h's
+// PeerStoreMethod): 16-byte stores from the threads (the kernels' method,
+// behind the link limits), or TMA bulk copies of chunk_bytes each.
+struct PeerStoreChoice {
+  bool tma = false;
+  size_t chunk_bytes = 0;  // tma only
+};
+// "sm", or "tma" and the chunk ("tma 16K").
+std::string PeerStoreChoiceName(const PeerStoreChoice& choice);
+// SM stores first, then TMA with each chunk in the order given.
+std::vector<PeerStoreChoice> PeerStoreChoices(const std::vector<size_t>& tma_chunks);
+
 struct BenchOptions {
   std::vector<size_t> sizes;   // bytes, ascending, unique, multiples of 16
   std::vector<Codec> regimes;  // two-shot codecs (and the policy's regimes)
@@ -52,6 +74,9 @@ struct BenchOptions {
   bool peer_bandwidth = true;
   size_t peer_bytes = 256 * kBenchMiB;  // per destination, per rep
   int peer_reps = 5;
+  // --peer-tma-chunks: besides the SM stores (the link limits), the same
+  // measurement by TMA bulk copies of each of these sizes; empty: none.
+  std::vector<size_t> peer_tma_chunks;
   std::string csv_path;
   std::string json_path;
   std::string min_size_table_path;
@@ -67,8 +92,9 @@ struct BenchOptions {
 // that explicit flags still override. kInvalidArgument naming the flag (and
 // the allowed values) for an unknown flag, a missing value, an unknown or
 // empty list item, a bad size (not a positive multiple of 16, above 4 GiB),
-// a world size not 2/4/8, INT3 asked for at a world size other than 2, or an
-// eager-only sweep with nothing to time. --help sets `help` and nothing else.
+// a world size not 2/4/8, INT3 asked for at a world size other than 2, an
+// eager-only sweep with nothing to time, a bad --peer-tma-chunks size
+// (ParseTmaChunk), or --peer-tma-chunks with --no-peer-bandwidth. --help sets `help` and nothing else.
 [[nodiscard]] StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
 
 // The --help text (CLI11's, from the same flag definitions).

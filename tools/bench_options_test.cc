@@ -28,6 +28,7 @@ TEST(BenchOptionsTest, DefaultsAreTheFullSweep) {
   EXPECT_EQ(o.max_blocks, 0);
   EXPECT_EQ(o.eager_max_bytes, 64 * M);
   EXPECT_EQ(o.peer_bytes, 256 * M);
+  EXPECT_TRUE(o.peer_tma_chunks.empty());
   EXPECT_TRUE(o.csv_path.empty() && o.json_path.empty() && o.min_size_table_path.empty());
   EXPECT_FALSE(o.quick);
   EXPECT_FALSE(o.help);
@@ -128,6 +129,12 @@ TEST(BenchOptionsTest, BadFlagsAreRejectedWithTheFlagNamed) {
       {{"--no-nccl=1"}, "no-nccl"},
       {{"--peer-bytes", "100"}, "--peer-bytes"},
       {{"--eager-max-size", "1T"}, "--eager-max-size"},
+      {{"--peer-tma-chunks", "8"}, "--peer-tma-chunks: TMA chunk '8' must be a multiple of 16"},
+      {{"--peer-tma-chunks", "4K,4100"}, "TMA chunk '4100'"},
+      {{"--peer-tma-chunks", "128K"}, "from 16 to 64K"},
+      {{"--peer-tma-chunks", "0"}, "TMA chunk '0'"},
+      {{"--peer-tma-chunks", "16k,"}, "TMA chunk ''"},
+      {{"--peer-tma-chunks", "4K", "--no-peer-bandwidth"}, "the peer-store bandwidth is off"},
       {{"stray"}, "stray"},
       {{"--modes", "eager", "--sizes", "256M"}, "nothing would be timed"},
   };
@@ -135,6 +142,22 @@ TEST(BenchOptionsTest, BadFlagsAreRejectedWithTheFlagNamed) {
     EXPECT_THAT(ParseBenchArgs(c.args), StatusIs(StatusCode::kInvalidArgument, HasSubstr(c.needle)))
         << c.args[0];
   }
+}
+
+TEST(BenchOptionsTest, TmaChunksAreKeptInOrderAfterTheSmStores) {
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--peer-tma-chunks", "32K,4K,4112,64K,16"}));
+  EXPECT_THAT(o.peer_tma_chunks, ElementsAre(32 * K, 4 * K, 4112, 64 * K, 16));
+  const std::vector<PeerStoreChoice> c = PeerStoreChoices(o.peer_tma_chunks);
+  ASSERT_EQ(c.size(), 6u);
+  EXPECT_FALSE(c[0].tma);
+  EXPECT_EQ(PeerStoreChoiceName(c[0]), "sm");
+  EXPECT_TRUE(c[1].tma);
+  EXPECT_EQ(c[1].chunk_bytes, 32 * K);
+  EXPECT_EQ(PeerStoreChoiceName(c[1]), "tma 32K");
+  EXPECT_EQ(PeerStoreChoiceName(c[3]), "tma 4112");
+  EXPECT_THAT(PeerStoreChoices({}), ::testing::SizeIs(1));
+  ASSERT_OK_AND_ASSIGN(size_t chunk, ParseTmaChunk("16k"));
+  EXPECT_EQ(chunk, 16 * K);
 }
 
 TEST(BenchOptionsTest, HelpIsAFlagNotAnErrorAndListsEveryFlag) {
@@ -145,7 +168,7 @@ TEST(BenchOptionsTest, HelpIsAFlagNotAnErrorAndListsEveryFlag) {
   const std::string usage = BenchUsage();
   for (const char* flag :
        {"--sizes", "--regimes", "--dtypes", "--modes", "--algos", "--world-size", "--max-blocks",
-        "--eager-max-size", "--no-nccl", "--no-peer-bandwidth", "--peer-bytes", "--csv", "--json",
+        "--eager-max-size", "--no-nccl", "--no-peer-bandwidth", "--peer-bytes", "--peer-tma-chunks", "--csv", "--json",
         "--min-size-table", "--quick", "--help", "exit: 0"}) {
     EXPECT_THAT(usage, HasSubstr(flag));
   }

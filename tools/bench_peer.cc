@@ -10,10 +10,15 @@
 
 namespace qr::bench {
 
+// The flags' chunk rule (host-only code) is the launcher's.
+static_assert(kTmaChunkMinBytes == kernels::kPeerStoreMinChunkBytes);
+static_assert(kTmaChunkMaxBytes == kernels::kPeerStoreMaxChunkBytes);
+
 StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, size_t bytes,
-                                             int reps) {
+                                             int reps, const PeerStoreChoice& method) {
   const int ws = static_cast<int>(streams.size());
   PeerBandwidth pb;
+  pb.method = PeerStoreChoiceName(method);
   pb.bytes = bytes;
   pb.reps = reps;
   // recv[p] holds one region per source rank, so sources never share lines.
@@ -29,6 +34,9 @@ StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, 
     args[r].blocks = std::max(sms * 2, ws);
     args[r].bytes_per_dst = bytes;
     args[r].stream = streams[r];
+    args[r].method =
+        method.tma ? kernels::PeerStoreMethod::kTmaBulk : kernels::PeerStoreMethod::kSmStores;
+    args[r].chunk_bytes = method.chunk_bytes;
     for (int p = 0; p < ws; ++p) {
       if (p != r) args[r].dst[args[r].num_dst++] = recv[p].as<char>() + r * bytes;
     }

@@ -290,18 +290,24 @@ std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
                       const MinSizeTable& table) {
   using nlohmann::json;
   auto or_null = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+  auto peer_json = [&or_null](const PeerBandwidth& p) {
+    return json{{"method", p.method},
+                {"bytes_per_destination", p.bytes},
+                {"reps", p.reps},
+                {"concurrent_GBps", p.concurrent_gbps},
+                {"alone_GBps", p.alone_gbps},
+                {"link_GBps", or_null(p.LinkGBps())}};
+  };
+  json tma = json::array();
+  for (const PeerBandwidth& p : h.peer_tma) tma.push_back(peer_json(p));
   json head = {
       {"gpus", h.gpus},
       {"world_size", h.world_size},
       {"max_blocks", h.max_blocks},
       {"driver_runtime", h.driver_runtime},
       {"nccl_version", h.nccl_version.empty() ? json(nullptr) : json(h.nccl_version)},
-      {"peer_bandwidth",
-       {{"bytes_per_destination", h.peer.bytes},
-        {"reps", h.peer.reps},
-        {"concurrent_GBps", h.peer.concurrent_gbps},
-        {"alone_GBps", h.peer.alone_gbps},
-        {"link_GBps", or_null(h.peer.LinkGBps())}}},
+      {"peer_bandwidth", peer_json(h.peer)},
+      {"peer_bandwidth_tma", tma},
       {"timing_method", h.timing_method},
       {"command_line", h.command_line},
       {"date", h.date},

@@ -29,10 +29,12 @@ struct Measurement {
   double us = 0;
 };
 
-// Peer-store bandwidth, GB/s (1e9 bytes/s) of 16-byte stores leaving each
-// GPU into its peers (kernels/gpu/peer_bandwidth.h), per rank.
+// Peer-store bandwidth, GB/s (1e9 bytes/s) of stores leaving each GPU into
+// its peers (kernels/gpu/peer_bandwidth.h), per rank: 16-byte stores from
+// the threads, or TMA bulk copies (method "tma 16K", issue 18 item 8).
 struct PeerBandwidth {
-  size_t bytes = 0;  // per destination per rep
+  std::string method = "sm";  // PeerStoreChoiceName
+  size_t bytes = 0;           // per destination per rep
   int reps = 0;
   std::vector<double> concurrent_gbps;  // every rank storing at once (the all-reduce case)
   std::vector<double> alone_gbps;       // each rank storing while the others idle
@@ -115,7 +117,10 @@ struct BenchHeader {
   int max_blocks = 0;
   std::string driver_runtime;  // as reported by the platform
   std::string nccl_version;    // empty: not loaded
-  PeerBandwidth peer;
+  PeerBandwidth peer;  // SM stores: the link limits
+  // --peer-tma-chunks: the same by TMA bulk copies, one per chunk size
+  // (reported, never used for link limits).
+  std::vector<PeerBandwidth> peer_tma;
   std::string timing_method;
   std::string command_line;
   std::string date;  // ISO 8601 UTC

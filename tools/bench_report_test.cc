@@ -244,11 +244,19 @@ TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
   h.peer.reps = 5;
   h.peer.concurrent_gbps = {300.0, 301.0};
   h.peer.alone_gbps = {360.0, 361.0};
+  PeerBandwidth tma = h.peer;
+  tma.method = "tma 16K";
+  tma.concurrent_gbps = {310.0, 305.0};
+  h.peer_tma = {tma};
   h.command_line = "qr-bench --quick";
   h.failures = {"1M fp16 graph one-shot: not implemented"};
   const auto j = nlohmann::json::parse(BenchJson(h, rows, t));
   EXPECT_EQ(j["header"]["gpus"].size(), 2u);
   EXPECT_EQ(j["header"]["peer_bandwidth"]["link_GBps"], 300.0);
+  EXPECT_EQ(j["header"]["peer_bandwidth"]["method"], "sm");
+  ASSERT_EQ(j["header"]["peer_bandwidth_tma"].size(), 1u);
+  EXPECT_EQ(j["header"]["peer_bandwidth_tma"][0]["method"], "tma 16K");
+  EXPECT_EQ(j["header"]["peer_bandwidth_tma"][0]["link_GBps"], 305.0);
   EXPECT_EQ(j["header"]["failures"][0], h.failures[0]);
   EXPECT_EQ(j["header"]["command_line"], "qr-bench --quick");
   ASSERT_EQ(j["rows"].size(), rows.size());
@@ -269,6 +277,7 @@ TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
       nlohmann::json::parse(BenchJson(BenchHeader{}, lone, DeriveMinSizeTable(lone, 2, kAmd)));
   EXPECT_TRUE(j2["rows"][0]["nccl_us"].is_null());
   EXPECT_TRUE(j2["header"]["nccl_version"].is_null());
+  EXPECT_TRUE(j2["header"]["peer_bandwidth_tma"].empty());
 }
 
 TEST(BenchReportTest, TableLineShowsEveryAlgorithm) {

@@ -164,6 +164,16 @@ Status Bench::Setup() {
     } else {
       Fail(fmt::format("peer bandwidth: {}; no link limits", pb.status().ToString()));
     }
+    // TMA bulk copies for comparison (issue 18 item 8); never the link limits.
+    for (size_t chunk : o_.peer_tma_chunks) {
+      const PeerStoreChoice tma{true, chunk};
+      auto t = MeasurePeerBandwidth(streams_, o_.peer_bytes, o_.peer_reps, tma);
+      if (t.ok()) {
+        header_.peer_tma.push_back(*t);
+      } else {
+        Fail(fmt::format("peer bandwidth, {}: {}", PeerStoreChoiceName(tma), t.status().ToString()));
+      }
+    }
   }
   QR_RETURN_IF_ERROR(StartNccl());
   return FillInputs(buffers_, o_.sizes.back(), ws_);
@@ -294,12 +304,23 @@ Status Bench::Finish() {
 
 void Bench::PrintPeerBandwidth() const {
   if (!o_.peer_bandwidth || header_.peer.concurrent_gbps.empty()) return;
-  std::printf("%s\n\n",
+  std::printf("%s\n",
               fmt::format("peer-store GB/s per GPU, all storing at once: {:.1f}; alone: {:.1f}  "
                           "(link limits use {:.1f})",
                           fmt::join(header_.peer.concurrent_gbps, " "),
                           fmt::join(header_.peer.alone_gbps, " "), header_.peer.LinkGBps())
                   .c_str());
+  // TMA bulk copies (issue 18 item 8): the kernels should use them only if
+  // they drive the link faster than the SM stores above.
+  for (const PeerBandwidth& t : header_.peer_tma) {
+    std::printf("%s\n", fmt::format("  by {}: all storing at once: {:.1f}; alone: {:.1f}  "
+                                    "(slowest {:.1f} = {:.3f} x the SM stores')",
+                                    t.method, fmt::join(t.concurrent_gbps, " "),
+                                    fmt::join(t.alone_gbps, " "), t.LinkGBps(),
+                                    t.LinkGBps() / header_.peer.LinkGBps())
+                             .c_str());
+  }
+  std::printf("\n");
 }
 
 Status Bench::RunCell(const BenchCell& c, const std::string& label, SweepGuard& guard,

@@ -19,6 +19,8 @@ namespace {
 
 constexpr const char* kTwoShotSizes = "4M,64M,256M";
 constexpr const char* kOneShotSizes = "4K,64K,256K,1M,4M";
+constexpr const char* kPeerStoreSizes = "16M,64M,256M,1G";
+constexpr const char* kPeerTmaChunks = "4K,8K,16K,32K";
 
 struct Flags {
   CostOptions o;
@@ -30,6 +32,11 @@ struct Flags {
   CLI::Option* reps_opt = nullptr;
   CLI::Option* iters_opt = nullptr;
   CLI::Option* stagger_opt = nullptr;
+  CLI::Option* algorithm_opt = nullptr;
+  CLI::Option* mode_opt = nullptr;
+  CLI::Option* launch_opt = nullptr;
+  CLI::Option* peer_chunks_opt = nullptr;
+  CLI::Option* peer_blocks_opt = nullptr;
 };
 
 constexpr CostLaunch kLaunches[] = {CostLaunch::kEager, CostLaunch::kGraph,
@@ -74,19 +81,34 @@ void DefineFlags(CLI::App& app, Flags& f) {
   f.world_size_opt =
       app.add_option("--world-size", f.world_size, "ranks, all on GPU 0: 2, 4 or 8 (default 2)")
           ->type_name("N");
-  tools::AddParsedOption<Algorithm>(app, "--algorithm", o.algorithm, ParseAlgorithm,
-                                    "two-shot or one-shot (default two-shot)")
-      ->type_name("ALGO");
-  tools::AddParsedOption<CostMode>(app, "--mode", o.mode, ParseMode,
-                                   "shared: every rank's kernel; alone: rank 0's only, timing "
-                                   "variants no_waits/bare (default shared)")
-      ->type_name("MODE");
-  tools::AddParsedOption<CostLaunch>(
+  f.algorithm_opt = tools::AddParsedOption<Algorithm>(app, "--algorithm", o.algorithm,
+                                                      ParseAlgorithm,
+                                                      "two-shot or one-shot (default two-shot)");
+  f.algorithm_opt->type_name("ALGO");
+  f.mode_opt = tools::AddParsedOption<CostMode>(
+      app, "--mode", o.mode, ParseMode,
+      "shared: every rank's kernel; alone: rank 0's only, timing variants no_waits/bare "
+      "(default shared)");
+  f.mode_opt->type_name("MODE");
+  f.launch_opt = tools::AddParsedOption<CostLaunch>(
       app, "--launch", o.launch, ParseLaunch,
       "eager: a host launch per call; graph: the calls captured once, replayed; both from one "
       "host thread. eager-threads, graph-threads: the same from one host thread per rank, "
-      "released together for each repetition (default eager)")
-      ->type_name("HOW");
+      "released together for each repetition (default eager)");
+  f.launch_opt->type_name("HOW");
+  app.add_flag("--peer-store", o.peer_store,
+               fmt::format("time the peer-store kernels instead (issue 18 item 8): rank 0 "
+                           "writing the other ranks' buffers on GPU 0 by SM stores and by TMA "
+                           "bulk copies; sizes per destination (default {}). One GPU: the "
+                           "issue side and HBM, not NVLink",
+                           kPeerStoreSizes));
+  f.peer_chunks_opt = tools::AddListOption<size_t>(
+      app, "--peer-tma-chunks", o.peer_tma_chunks, bench::ParseTmaChunk,
+      fmt::format("--peer-store: TMA bytes per bulk copy (default {})", kPeerTmaChunks));
+  f.peer_blocks_opt = tools::AddListOption<int>(
+      app, "--peer-blocks", o.peer_blocks,
+      [](const std::string& t) { return tools::ParseIntIn(t, 0, 65536); },
+      "--peer-store: grids to time (default 0: 2 blocks per multiprocessor)");
   f.reps_opt = tools::AddParsedOption<int>(
                    app, "--reps", o.reps,
                    [](const std::string& t) { return tools::ParseIntIn(t, 1, 100000); },
@@ -158,6 +180,22 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
     o.help = true;
     return o;
   }
+  if (o.peer_store) {
+    for (const CLI::Option* opt : {f.algorithm_opt, f.mode_opt, f.launch_opt, f.dtypes_opt,
+                                   f.regimes_opt, f.stagger_opt}) {
+      if (opt->count() > 0) {
+        return InvalidArgumentError(fmt::format(
+            "{}: --peer-store times the peer-store kernels, which take no all-reduce flags",
+            opt->get_name()));
+      }
+    }
+  } else {
+    for (const CLI::Option* opt : {f.peer_chunks_opt, f.peer_blocks_opt}) {
+      if (opt->count() > 0) {
+        return InvalidArgumentError(fmt::format("{}: only with --peer-store", opt->get_name()));
+      }
+    }
+  }
   const bool one_shot = o.algorithm == Algorithm::kOneShot;
   const bool threads = LaunchUsesThreads(o.launch);
   if (threads && o.mode == CostMode::kAlone) {
@@ -179,6 +217,7 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
   std::vector<std::string> bench_args = {"--algos", "two-shot",  "--modes",
                                          "graph",   "--no-nccl", "--no-peer-bandwidth"};
   bench_args.insert(bench_args.end(), {"--sizes", f.sizes_opt->count() > 0 ? f.sizes
+                                                  : o.peer_store           ? kPeerStoreSizes
                                                   : one_shot               ? kOneShotSizes
                                                                            : kTwoShotSizes});
   if (f.dtypes_opt->count() > 0) bench_args.insert(bench_args.end(), {"--dtypes", f.dtypes});
@@ -188,6 +227,17 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
   }
   QR_ASSIGN_OR_RETURN(const bench::BenchOptions b, bench::ParseBenchArgs(bench_args));
   o.sizes = b.sizes;
+  if (o.peer_store) {
+    o.world_size = b.world_size;
+    if (f.peer_chunks_opt->count() == 0) {
+      o.peer_tma_chunks.clear();
+      for (const std::string& c : tools::SplitCommaList(kPeerTmaChunks)) {
+        o.peer_tma_chunks.push_back(*bench::ParseTmaChunk(c));
+      }
+    }
+    if (f.peer_blocks_opt->count() == 0) o.peer_blocks = {0};
+    return o;
+  }
   o.dtypes = b.dtypes;
   o.regimes = one_shot ? std::vector<Codec>{Codec::kFp} : b.regimes;
   o.world_size = b.world_size;
@@ -410,6 +460,150 @@ std::string CostJson(const CostRun& run, const std::vector<CostResult>& results)
         row["skew_median_us"] = r.skew_median_us;
         row["skew_max_us"] = r.skew_max_us;
       }
+    } else {
+      row["error"] = r.error;
+    }
+    rows.push_back(row);
+  }
+  j["results"] = rows;
+  return j.dump(2) + "\n";
+}
+
+std::vector<PeerStoreCell> PlanPeerStoreCells(const CostOptions& o) {
+  std::vector<PeerStoreCell> cells;
+  for (size_t bytes : o.sizes) {
+    for (int blocks : o.peer_blocks) {
+      for (const bench::PeerStoreChoice& m : bench::PeerStoreChoices(o.peer_tma_chunks)) {
+        cells.push_back({bytes, m, blocks});
+      }
+    }
+  }
+  return cells;
+}
+
+int PeerStoreGrid(const PeerStoreCell& cell, int multiprocessors) {
+  return cell.blocks > 0 ? cell.blocks : 2 * multiprocessors;
+}
+
+PeerStoreResult SummarizePeerStore(const PeerStoreCell& cell, int destinations, int iters,
+                                   std::vector<double> samples_us) {
+  PeerStoreResult r;
+  r.cell = cell;
+  r.destinations = destinations;
+  r.iters = iters;
+  r.samples_us = std::move(samples_us);
+  if (!r.samples_us.empty()) {
+    r.best_us = *std::min_element(r.samples_us.begin(), r.samples_us.end());
+    r.median_us = bench::Median(r.samples_us);
+    r.gbps = GBps(cell.bytes * static_cast<size_t>(destinations), r.best_us);
+  }
+  return r;
+}
+
+void ComparePeerStoreToSm(std::vector<PeerStoreResult>& results) {
+  for (PeerStoreResult& r : results) {
+    r.vs_sm = 0;
+    if (!r.error.empty() || r.gbps <= 0) continue;
+    for (const PeerStoreResult& sm : results) {
+      if (!sm.cell.method.tma && sm.error.empty() && sm.gbps > 0 && sm.cell.bytes == r.cell.bytes &&
+          sm.cell.blocks == r.cell.blocks) {
+        r.vs_sm = r.gbps / sm.gbps;
+        break;
+      }
+    }
+  }
+}
+
+std::string PeerStoreBanner(const CostRun& run) {
+  const CostOptions& o = run.options;
+  std::string s = fmt::format(
+      "qr-kernel-cost --peer-store: rank 0's peer-store kernel writing the buffers of {} other "
+      "rank(s), ALL ON ONE GPU ({}): this measures the SM/TMA issue side and HBM, NOT NVLink. "
+      "Whether the kernels should use TMA bulk stores is decided on two GPUs by qr-bench "
+      "--peer-tma-chunks (docs/performance.md, \"TMA bulk stores\").\n",
+      o.world_size - 1, run.gpu.empty() ? "GPU 0" : run.gpu);
+  s += fmt::format(
+      "methods: sm = 16-byte stores from every thread; tma <chunk> = each block fills <chunk> "
+      "bytes of shared memory and one thread issues a bulk copy, two buffers alternating; "
+      "grid 0 = 2 x {} multiprocessors\n",
+      run.multiprocessors);
+  s += fmt::format(
+      "method: per launch = elapsed of N back-to-back launches / N (GPU events), {} warm-up + {} "
+      "timed repetitions; best and median; GB/s = bytes per destination x destinations / best; "
+      "vs sm = GB/s / the SM stores' at the same size and grid\n",
+      o.warmup, o.reps);
+  return s;
+}
+
+std::string PeerStoreTableHeader() {
+  return fmt::format("{:>8} {:>9} {:>6} {:>6} {:>11} {:>11} {:>9} {:>7}\n", "size", "method",
+                     "blocks", "iters", "best us", "median us", "GB/s", "vs sm");
+}
+
+std::string PeerStoreTableLine(const CostRun& run, const PeerStoreResult& r) {
+  const std::string head =
+      fmt::format("{:>8} {:>9} {:>6} {:>6}", FormatBytes(r.cell.bytes, ByteStyle::kCompact),
+                  bench::PeerStoreChoiceName(r.cell.method),
+                  PeerStoreGrid(r.cell, run.multiprocessors), r.iters);
+  if (!r.error.empty()) return head + "  FAILED: " + r.error + "\n";
+  return head + fmt::format(" {:>11.2f} {:>11.2f} {:>9.1f} {:>7}\n", r.best_us, r.median_us,
+                            r.gbps, r.vs_sm > 0 ? fmt::format("{:.3f}", r.vs_sm) : "-");
+}
+
+std::string PeerStoreCsvHeader() {
+  return "what,bytes_per_destination,destinations,method,tma_chunk_bytes,blocks,iters,reps,"
+         "best_us,median_us,gbps,vs_sm,error\n";
+}
+
+std::string PeerStoreCsvLine(const CostRun& run, const PeerStoreResult& r) {
+  const bool ok = r.error.empty();
+  std::string error = r.error;
+  std::replace(error.begin(), error.end(), ',', ';');
+  std::replace(error.begin(), error.end(), '\n', ' ');
+  auto num = [ok](double v, int digits) {
+    return ok ? fmt::format("{:.{}f}", v, digits) : std::string();
+  };
+  return fmt::format("peer-store,{},{},{},{},{},{},{},{},{},{},{},{}\n", r.cell.bytes,
+                     r.destinations, r.cell.method.tma ? "tma" : "sm",
+                     r.cell.method.tma ? std::to_string(r.cell.method.chunk_bytes) : "",
+                     PeerStoreGrid(r.cell, run.multiprocessors), r.iters, r.samples_us.size(),
+                     num(r.best_us, 3), num(r.median_us, 3), num(r.gbps, 2),
+                     ok && r.vs_sm > 0 ? fmt::format("{:.4f}", r.vs_sm) : "", error);
+}
+
+std::string PeerStoreJson(const CostRun& run, const std::vector<PeerStoreResult>& results) {
+  const CostOptions& o = run.options;
+  nlohmann::json j;
+  j["run"] = {
+      {"what",
+       "peer-store kernels, every rank on one GPU: the SM/TMA issue side and HBM, not NVLink"},
+      {"world_size", o.world_size},
+      {"gpu", run.gpu},
+      {"multiprocessors", run.multiprocessors},
+      {"tma_chunks", o.peer_tma_chunks},
+      {"blocks", o.peer_blocks},
+      {"reps", o.reps},
+      {"warmup", o.warmup},
+      {"iters", o.iters},
+      {"command_line", run.command_line},
+      {"date", run.date},
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PeerStoreResult& r : results) {
+    nlohmann::json row = {
+        {"bytes_per_destination", r.cell.bytes},
+        {"destinations", r.destinations},
+        {"method", r.cell.method.tma ? "tma" : "sm"},
+        {"tma_chunk_bytes", r.cell.method.chunk_bytes},
+        {"blocks", PeerStoreGrid(r.cell, run.multiprocessors)},
+        {"iters", r.iters},
+        {"samples_us", r.samples_us},
+    };
+    if (r.error.empty()) {
+      row["best_us"] = r.best_us;
+      row["median_us"] = r.median_us;
+      row["gbps"] = r.gbps;
+      row["vs_sm"] = r.vs_sm > 0 ? nlohmann::json(r.vs_sm) : nlohmann::json(nullptr);
     } else {
       row["error"] = r.error;
     }

@@ -22,6 +22,15 @@
 // min / p50 / p90 / p99 / max of the samples and the start skew of the
 // ranks (latest minus earliest start event of a repetition).
 //
+// --peer-store (issue 18 item 8) times something else: rank 0's peer-store
+// kernel (kernels/gpu/peer_bandwidth.h) writing into the buffers of the
+// other world_size - 1 ranks, all on GPU 0, by SM stores and by TMA bulk
+// copies of each --peer-tma-chunks size, at each --sizes size (per
+// destination) and --peer-blocks grid; GB/s and microseconds per method, and
+// each TMA cell's speed against the SM stores of its size and grid. On one
+// GPU this measures the SM/TMA issue side and HBM, not NVLink; qr-bench
+// --peer-tma-chunks measures the link on two GPUs.
+//
 // This file is the host-side logic (flags, cells, statistics, outputs), pure
 // and tested in CI; kernel_cost_main.cc drives the GPU.
 #ifndef QR_TOOLS_KERNEL_COST_H_
@@ -68,6 +77,10 @@ struct CostOptions {
   std::string json_path;
   bool help = false;
   std::vector<std::string> notes;  // adjustments worth telling the user
+  // --peer-store: the peer-store kernels instead of the all-reduce (above).
+  bool peer_store = false;
+  std::vector<size_t> peer_tma_chunks;  // default 4K,8K,16K,32K
+  std::vector<int> peer_blocks;         // grids; 0 = 2 per multiprocessor (qr-bench's)
 };
 
 // argv[1..]. --sizes/--dtypes/--regimes/--world-size are read as qr-bench
@@ -78,7 +91,10 @@ struct CostOptions {
 // kInvalidArgument naming the flag for bad input, a one-shot size above
 // OneShotMaxBytes(world size), --regimes with one-shot, a threaded launch
 // with --mode alone (one rank launched: nothing to release together), or
-// --stagger without a threaded launch.
+// --stagger without a threaded launch. --peer-store: sizes default to
+// 16M,64M,256M,1G, chunks to 4K,8K,16K,32K, grids to 0; the all-reduce's
+// --algorithm, --mode, --launch, --dtypes, --regimes and --stagger are
+// refused with it, and --peer-tma-chunks / --peer-blocks without it.
 [[nodiscard]] StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args);
 std::string CostUsage();
 
@@ -148,7 +164,45 @@ struct CostRun {
   int max_blocks = 0;
   std::string command_line;
   std::string date;  // ISO 8601 UTC
+  int multiprocessors = 0;  // --peer-store: what a grid of 0 means
 };
+
+// --peer-store: one thing to time.
+struct PeerStoreCell {
+  size_t bytes = 0;  // per destination
+  bench::PeerStoreChoice method;
+  int blocks = 0;  // as asked: 0 = 2 per multiprocessor
+};
+// Sizes ascending, then grids as given, then the SM stores and each TMA
+// chunk as given (so that a TMA cell follows the SM cell it is compared to).
+std::vector<PeerStoreCell> PlanPeerStoreCells(const CostOptions& o);
+// The grid a cell launches: blocks, or 2 x multiprocessors for 0.
+int PeerStoreGrid(const PeerStoreCell& cell, int multiprocessors);
+
+struct PeerStoreResult {
+  PeerStoreCell cell;
+  int destinations = 0;  // world_size - 1
+  int iters = 0;
+  std::vector<double> samples_us;  // per launch, one per repetition
+  double best_us = 0, median_us = 0;
+  double gbps = 0;   // bytes x destinations / best_us
+  double vs_sm = 0;  // gbps / the SM cell's of the same size and grid; 0 when unknown
+  std::string error;  // non-empty: the cell failed (no times)
+};
+// Fills best, median and GB/s from the samples.
+PeerStoreResult SummarizePeerStore(const PeerStoreCell& cell, int destinations, int iters,
+                                   std::vector<double> samples_us);
+// Sets every result's vs_sm from the SM result of its size and grid.
+void ComparePeerStoreToSm(std::vector<PeerStoreResult>& results);
+
+// --peer-store's outputs: the banner (ONE GPU: issue side and HBM, not
+// NVLink), a table line per cell, CSV, JSON.
+std::string PeerStoreBanner(const CostRun& run);
+std::string PeerStoreTableHeader();
+std::string PeerStoreTableLine(const CostRun& run, const PeerStoreResult& r);
+std::string PeerStoreCsvHeader();
+std::string PeerStoreCsvLine(const CostRun& run, const PeerStoreResult& r);
+std::string PeerStoreJson(const CostRun& run, const std::vector<PeerStoreResult>& results);
 
 // The lines printed before the first cell: ranks share one GPU, kernel
 // costs not link measurements, the variant, the mode and method.

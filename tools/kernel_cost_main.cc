@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "kernels/gpu/local_group.h"
 #include "kernels/gpu/max_blocks.h"
+#include "kernels/gpu/peer_bandwidth.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
@@ -271,6 +272,111 @@ class Runner {
   std::vector<gpu::ScopedEvent> start_, stop_;
 };
 
+// --peer-store: rank 0's peer-store kernel on GPU 0 writing one buffer per
+// other rank (MallocShared, as LocalGroup allocates the receive buffers that
+// peers write), each cell timed like the all-reduce cells: events around
+// `iters` back-to-back launches on one stream.
+class PeerStoreRunner {
+ public:
+  explicit PeerStoreRunner(const CostOptions& o) : o_(o) {}
+
+  Status Init() {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(0));
+    QR_ASSIGN_OR_RETURN(multiprocessors_, gpu::MultiprocessorCount(0));
+    for (int d = 0; d < o_.world_size - 1; ++d) {
+      QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::DeviceBuffer::MallocShared(o_.sizes.back()));
+      dst_.push_back(std::move(b));
+    }
+    QR_ASSIGN_OR_RETURN(stream_, gpu::ScopedStream::Create());
+    QR_ASSIGN_OR_RETURN(start_, gpu::ScopedEvent::Create());
+    QR_ASSIGN_OR_RETURN(stop_, gpu::ScopedEvent::Create());
+    return OkStatus();
+  }
+
+  int multiprocessors() const { return multiprocessors_; }
+
+  PeerStoreResult Time(const PeerStoreCell& cell) {
+    const int iters = ItersFor(o_, cell.bytes);
+    std::vector<double> samples;
+    const Status s = TimeCell(cell, iters, samples);
+    PeerStoreResult r = SummarizePeerStore(cell, static_cast<int>(dst_.size()), iters,
+                                           s.ok() ? std::move(samples) : std::vector<double>{});
+    if (!s.ok()) {
+      r.error = s.message();
+      (void)gpu::StreamSynchronize(stream_.get());
+    }
+    return r;
+  }
+
+ private:
+  Status TimeCell(const PeerStoreCell& cell, int iters, std::vector<double>& samples) {
+    kernels::PeerStoreArgs a;
+    for (size_t d = 0; d < dst_.size(); ++d) a.dst[d] = dst_[d].get();
+    a.num_dst = static_cast<int>(dst_.size());
+    a.bytes_per_dst = cell.bytes;
+    a.blocks = PeerStoreGrid(cell, multiprocessors_);
+    a.stream = stream_.get();
+    a.method = cell.method.tma ? kernels::PeerStoreMethod::kTmaBulk
+                               : kernels::PeerStoreMethod::kSmStores;
+    a.chunk_bytes = cell.method.chunk_bytes;
+    // One launch first: a bad cell shows before it is repeated.
+    QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(a));
+    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream_.get()));
+    for (int t = 0; t < o_.warmup + o_.reps; ++t) {
+      QR_RETURN_IF_ERROR(gpu::EventRecord(start_.get(), stream_.get()));
+      for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(a));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(stop_.get(), stream_.get()));
+      QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_.get()));
+      QR_ASSIGN_OR_RETURN(const float ms, gpu::EventElapsedMs(start_.get(), stop_.get()));
+      if (t >= o_.warmup) samples.push_back(static_cast<double>(ms) * 1000.0 / iters);
+    }
+    return OkStatus();
+  }
+
+  const CostOptions& o_;
+  int multiprocessors_ = 0;
+  std::vector<gpu::DeviceBuffer> dst_;  // rank r + 1's buffer, on GPU 0
+  gpu::ScopedStream stream_;
+  gpu::ScopedEvent start_, stop_;
+};
+
+int RunPeerStore(CostRun run) {
+  const CostOptions& o = run.options;
+  PeerStoreRunner runner(o);
+  if (const Status s = runner.Init(); !s.ok()) {
+    std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
+    return 1;
+  }
+  run.multiprocessors = runner.multiprocessors();
+  std::fputs(PeerStoreBanner(run).c_str(), stdout);
+  std::fputs(PeerStoreTableHeader().c_str(), stdout);
+  std::vector<PeerStoreResult> results;
+  bool failed = false;
+  for (const PeerStoreCell& cell : PlanPeerStoreCells(o)) {
+    results.push_back(runner.Time(cell));
+    failed = failed || !results.back().error.empty();
+    // The SM cell of a size and grid comes before its TMA cells.
+    ComparePeerStoreToSm(results);
+    std::fputs(PeerStoreTableLine(run, results.back()).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  if (!o.csv_path.empty()) {
+    std::string csv = PeerStoreCsvHeader();
+    for (const PeerStoreResult& r : results) csv += PeerStoreCsvLine(run, r);
+    if (const Status s = bench::WriteTextFile(o.csv_path, csv); !s.ok()) {
+      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  if (!o.json_path.empty()) {
+    if (const Status s = bench::WriteTextFile(o.json_path, PeerStoreJson(run, results)); !s.ok()) {
+      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  return failed ? 3 : 0;
+}
+
 int Run(const CostOptions& o, const std::string& command_line) {
   CostRun run;
   run.options = o;
@@ -281,12 +387,18 @@ int Run(const CostOptions& o, const std::string& command_line) {
     std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
     return 2;
   }
-  std::printf("two-shot INT4/INT8 sync: %s\n", kernels::TwoShotSyncName());
+  if (!o.peer_store) std::printf("two-shot INT4/INT8 sync: %s\n", kernels::TwoShotSyncName());
   if (gpu::DeviceCount() < 1) {
     std::fprintf(stderr, "qr-kernel-cost: no GPU\n");
     return 1;
   }
   if (auto bus = gpu::PciBusId(0); bus.ok()) run.gpu = "GPU 0 at " + *bus;
+  if (o.peer_store) {
+    if (auto name = kernels::GpuDeviceName(0); name.ok()) {
+      run.gpu = run.gpu.empty() ? *name : *name + ", " + run.gpu;
+    }
+    return RunPeerStore(std::move(run));
+  }
   Runner runner(o, o.mode == CostMode::kAlone ? 1 : o.world_size);
   if (const Status s = runner.Init(o.sizes.back()); !s.ok()) {
     std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());

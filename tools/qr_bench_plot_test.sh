@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of tools/qr_bench_plot.py on the report fixture (a copy of the
 # JSON that bench_report_test writes from its synthetic timings): one PNG per
-# dtype in the fixture, each a real PNG. Skips (passes, saying so) where
-# matplotlib is not installed, as on CI machines.
+# dtype in the fixture, each a real PNG, with and without the torch lines
+# (--symm, the join's fixture). Skips (passes, saying so) where matplotlib is
+# not installed, as on CI machines.
 set -euo pipefail
 script="tools/qr_bench_plot.py"
 fixture="tools/testdata/qr_bench_fixture.json"
+symm="tools/testdata/qr_bench_join_symm.csv"
 out="${TEST_TMPDIR:-$(mktemp -d)}/plots"
 mkdir -p "$out"
 
@@ -31,6 +33,18 @@ for dtype in fp16 bf16; do
   head -c 8 "$png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
     { echo "FAIL: $png is not a PNG"; exit 1; }
 done
+# The torch symmetric-memory lines: the same PNGs, different pictures.
+"$py" "$script" "$fixture" --symm "$symm" --out-dir "$out/symm"
+for dtype in fp16 bf16; do
+  png="$out/symm/bench_${dtype}.png"
+  [[ -s "$png" ]] || { echo "FAIL: $png missing"; exit 1; }
+  cmp -s "$png" "$out/bench_${dtype}.png" && { echo "FAIL: --symm drew nothing in $png"; exit 1; }
+done
+# A file that is not symm_mem_bench's CSV is an error that says so.
+if "$py" "$script" "$fixture" --symm "$fixture" --out-dir "$out/symm" 2>"$out/err.txt"; then
+  echo "FAIL: accepted a --symm that is not a CSV of torch rows"; exit 1
+fi
+grep -q "no column" "$out/err.txt" || { echo "FAIL: no clear --symm message"; cat "$out/err.txt"; exit 1; }
 # The fixture has no bf16cast rows: no empty plot for it.
 [[ ! -e "$out/bench_bf16cast.png" ]] || { echo "FAIL: empty bf16cast plot written"; exit 1; }
 # A file that is not a report is an error, not a crash.

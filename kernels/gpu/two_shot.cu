@@ -418,15 +418,16 @@ __global__ void __launch_bounds__(
     // No exit inside the unrolled loops (a loop with two exits stays rolled,
     // and src[] would go to local memory): a wait that gave up skips the
     // rest and the warp returns after the loop.
+    // src[s] is stored once per s, unconditionally: written only in an
+    // `s == p.rank` branch, the compiler indexes it by p.rank (equal there)
+    // and src[] goes to local memory (56-96 bytes of stack at ws 2 and 4).
     Wire src[kWs];
     bool ok = true;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      if (s == p.rank) {
-        src[s] = own1;
-      } else if (ok) {
-        ok = WarpPoll<L>(p, shard(p.rank, p.data1, c, s), src[s]);
-      }
+      Wire w = own1;
+      if (s != p.rank && ok) ok = WarpPoll<L>(p, shard(p.rank, p.data1, c, s), w);
+      src[s] = w;
     }
     if (!ok) return;
     platform::WarpSync();

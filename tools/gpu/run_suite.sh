@@ -4,9 +4,11 @@
 # (or ./gpu-out), prints a summary last, exits non-zero on any failure.
 #   QR_SUITE picks parts; default "codec local backend sanitizer bench" on 2+
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
-#   and NCCL).
+#   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
+#   qr-bench's rows (torch, a GPU per rank).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
+#   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
 # With exactly one GPU the multi-process parts (backend, demo) run their ranks
 # on it under NVIDIA MPS, which this script starts and stops, with
 # QR_ALLOW_SHARED_DEVICE=1 (docs/gpu-testing.md).
@@ -127,7 +129,9 @@ for p in $suite; do
       # The packed-fp16 codecs' fp16x2 arithmetic and the bf16 cast's packed
       # conversions against the host definitions.
       part codec 120 .device/bin/packed_codec_gpu_test --gtest_brief=1
-      part cast 60 .device/bin/packed_cast_gpu_test --gtest_brief=1 ;;
+      part cast 60 .device/bin/packed_cast_gpu_test --gtest_brief=1
+      # The peer-store kernels' bytes (SM stores, TMA bulk copies).
+      part peer-store 120 .device/bin/peer_store_gpu_test --gtest_brief=1 ;;
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
       part local "$(lim 420 360)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
@@ -155,6 +159,28 @@ for p in $suite; do
       [[ -x .device/bin/qr-bench ]] &&
         part bench "${QR_BENCH_TIMEOUT:-420}" .device/bin/qr-bench --csv "$out/bench.csv" \
           --json "$out/bench.json" --min-size-table "$out/min_size_table.txt" ${QR_BENCH_ARGS:-} ;;
+    symm)
+      # PyTorch's symmetric-memory one-shot and two-shot all-reduce (and
+      # torch's NCCL as a calibration) on qr-bench's sizes and dtypes, timed
+      # the same way (python/bench/symm_mem_bench.py; multicast stays off:
+      # the exports above, which the script also forces); then, where the
+      # bench part wrote bench.csv, the joined table with the goal verdicts
+      # (tools/qr_bench_join.py). QR_SYMM_ARGS adds flags (--quick to match
+      # QR_BENCH_ARGS=--quick). Exit 3 = some cell failed (refusals are not
+      # failures).
+      if [[ $gpus -lt 2 ]]; then
+        summary+=("symm: skipped (torch symmetric memory maps each rank's buffer into its peers: one GPU per rank, 2 GPUs at least)")
+        continue
+      fi
+      symm_limit="${QR_SYMM_TIMEOUT:-420}"
+      part symm "$symm_limit" python3 python/bench/symm_mem_bench.py --timeout $((symm_limit - 20)) \
+        --csv "$out/symm.csv" --json "$out/symm.json" ${QR_SYMM_ARGS:-}
+      if [[ -s "$out/bench.csv" ]]; then
+        part symm-table 60 python3 tools/qr_bench_join.py "$out/bench.csv" "$out/symm.csv" \
+          --out "$out/symm_table.md"
+      else
+        summary+=("symm-table: skipped (no $out/bench.csv: run the bench part first, QR_SUITE=bench,symm)")
+      fi ;;
     variants)
       # The real kernels and each staged timing variant (QR_STAGE_VARIANTS),
       # the same sweep; docs/performance.md, "Timing variants".
@@ -182,10 +208,25 @@ for p in $suite; do
             --csv "$out/cost-$n-$algo.csv" --json "$out/cost-$n-$algo.json" ${QR_COST_ARGS:-}
         done
       done ;;
+    tma)
+      # Issue 18 item 8, TMA bulk stores against SM stores (docs/performance.md,
+      # "TMA bulk stores"): their bytes, then their speed. On one GPU
+      # qr-kernel-cost --peer-store (issue side and HBM, not NVLink); on two
+      # also qr-bench's peer-store bandwidth of both (the link: what decides).
+      # QR_TMA_CHUNKS picks the chunk sizes, QR_TMA_ARGS adds qr-kernel-cost flags.
+      chunks="${QR_TMA_CHUNKS:-4K,8K,16K,32K}"
+      part peer-store 120 .device/bin/peer_store_gpu_test --gtest_brief=1
+      part tma-cost 240 .device/bin/qr-kernel-cost --peer-store --peer-tma-chunks "$chunks" \
+        --csv "$out/tma-cost.csv" --json "$out/tma-cost.json" ${QR_TMA_ARGS:-}
+      if [[ $gpus -ge 2 ]]; then
+        part tma-bench 300 .device/bin/qr-bench --peer-tma-chunks "$chunks" --sizes 64M \
+          --dtypes fp16 --regimes FP --modes graph --algos two-shot --no-nccl \
+          --json "$out/tma-bench.json"
+      fi ;;
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local backend demo sanitizer bench variants cost profile)")
+      summary+=("$p: no such part (codec local backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -3,8 +3,9 @@
 # compute-sanitizer and staged binaries that record what they saw. Checks that
 # on one GPU MPS is started for the multi-process parts only (with
 # QR_ALLOW_SHARED_DEVICE=1 there and nowhere else) and stopped on every exit
-# path: success, a failing part, SIGTERM in the middle, a spent budget; and
-# that two GPUs never start MPS nor set the flag.
+# path: success, a failing part, SIGTERM in the middle, a spent budget; that
+# two GPUs never start MPS nor set the flag; and the cost and symm parts'
+# commands and the part names.
 set -uo pipefail
 suite_src="$PWD/tools/gpu/run_suite.sh"
 tmp=$(mktemp -d /tmp/qr-suite-test.XXXXXX)
@@ -47,8 +48,8 @@ while [[ "\$1" == --* ]]; do shift 2; done
 exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
-  for b in packed_codec_gpu_test packed_cast_gpu_test two_shot_local_test gpu_backend_test qr-demo qr-bench \
-    qr-kernel-cost; do
+  for b in packed_codec_gpu_test packed_cast_gpu_test peer_store_gpu_test two_shot_local_test \
+    gpu_backend_test qr-demo qr-bench qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
@@ -57,6 +58,18 @@ echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY
 exit 0
 EOF
   done
+  # python3 for the symm part: records its arguments and writes a line to
+  # the files it is given with --csv and --out.
+  cat >"$d/fake/python3" <<EOF
+#!/usr/bin/env bash
+echo "python3 \$*" >>"$calls"
+while [[ \$# -gt 0 ]]; do
+  case "\$1" in --csv|--out) echo "written" >"\$2"; shift ;; esac
+  shift
+done
+[[ "\${FAKE_FAIL:-}" == python3 ]] && exit 3
+exit 0
+EOF
   cat >"$d/.device/bin/qr-broker" <<EOF
 #!/usr/bin/env bash
 touch "\$2"
@@ -97,6 +110,7 @@ grep -q "^two_shot_local_test shared=unset mps= --gtest_brief" "$c" ||
 [[ $(grep -c "^two_shot_local_test shared=unset mps= --gtest_filter" "$c") -eq 2 ]] ||
   fail "the sanitizer parts did not run without MPS"
 grep -q "^qr-bench" "$c" && fail "bench ran on one GPU by default"
+grep -q "^python3" "$c" && fail "symm ran on one GPU by default"
 # Order: MPS comes up for the backend and goes down before the sanitizer.
 order=$(grep -oE "^(mps-start|mps-quit|gpu_backend_test|qr-demo|two_shot_local_test)" "$c" | uniq |
   tr '\n' ' ')
@@ -145,6 +159,7 @@ grep -q "^mps-" "$c" && fail "MPS started with two GPUs"
 grep -q "^gpu_backend_test shared=unset mps= " "$c" || fail "two GPUs: backend saw the flag"
 grep -q "^qr-bench" "$c" || fail "two GPUs: no bench"
 grep -q "^qr-demo" "$c" && fail "two GPUs: demo is not a default part"
+grep -q "^python3" "$c" && fail "two GPUs: symm is not a default part"
 # 6. The cost part: the real binary shared, the variants that skip waits
 # alone, the others shared, both algorithms each, outputs under $OUT; no MPS.
 d="$tmp/cost"
@@ -173,7 +188,29 @@ grep -q "cost-bare-one-shot: rc=0" "$d/out/summary.txt" || fail "cost: summary l
 run "$d" QR_SUITE=cost QR_COST_ALGOS=one-shot || fail "cost: QR_COST_ALGOS run failed"
 [[ $(grep -c "^qr-kernel-cost.* --algorithm two-shot" "$c") -eq 4 ]] ||
   fail "cost: QR_COST_ALGOS=one-shot still ran two-shot"
-# 7. Parts by comma as by space; a name that is no part fails the suite.
+# 7. The tma part: the bytes test, qr-kernel-cost --peer-store with its
+# outputs on one GPU, and qr-bench's peer-store line only with two; no MPS.
+d="$tmp/tma"
+make_tree "$d" 1
+run "$d" QR_SUITE=tma QR_TMA_CHUNKS=8K,16K || { cat "$d/suite.log"; fail "tma: suite failed"; }
+c="$d/calls.txt"
+grep -q "^mps-" "$c" && fail "tma started MPS"
+grep -q "^peer_store_gpu_test shared=unset mps= --gtest_brief=1$" "$c" || { cat "$c"; fail "tma: no bytes test"; }
+grep -q "^qr-kernel-cost shared=unset mps= --peer-store --peer-tma-chunks 8K,16K --csv $d/out/tma-cost.csv --json $d/out/tma-cost.json$" "$c" ||
+  { cat "$c"; fail "tma: qr-kernel-cost not run with --peer-store and its outputs"; }
+grep -q "^qr-bench" "$c" && fail "tma: qr-bench ran on one GPU"
+d="$tmp/tma2"
+make_tree "$d" 2
+run "$d" QR_SUITE=tma || { cat "$d/suite.log"; fail "tma, two GPUs: suite failed"; }
+grep -q "^qr-bench .*--peer-tma-chunks 4K,8K,16K,32K .*--no-nccl --json $d/out/tma-bench.json$" "$d/calls.txt" ||
+  { cat "$d/calls.txt"; fail "tma, two GPUs: no qr-bench peer-store line"; }
+grep -q "tma-bench: rc=0" "$d/out/summary.txt" || fail "tma: summary lacks tma-bench"
+# The codec part runs the bytes test too.
+d="$tmp/codec"
+make_tree "$d" 1
+run "$d" QR_SUITE=codec || { cat "$d/suite.log"; fail "codec: suite failed"; }
+grep -q "^peer_store_gpu_test" "$d/calls.txt" || fail "codec: no peer_store_gpu_test"
+# 8. Parts by comma as by space; a name that is no part fails the suite.
 d="$tmp/names"
 make_tree "$d" 1
 run "$d" QR_SUITE=codec,local || { cat "$d/suite.log"; fail "QR_SUITE=codec,local failed"; }
@@ -181,4 +218,39 @@ grep -q "^two_shot_local_test" "$d/calls.txt" || fail "QR_SUITE=codec,local ran 
 grep -q "^packed_codec_gpu_test" "$d/calls.txt" || fail "QR_SUITE=codec,local ran no codec part"
 run "$d" QR_SUITE="local lcoal" && fail "an unknown part passed the suite"
 grep -q "lcoal: no such part" "$d/out/summary.txt" || fail "the unknown part is not named"
+# 8. The symm part on two GPUs: the torch bench with its outputs under $OUT,
+# QR_SYMM_ARGS and a --timeout inside the part's limit, after qr-bench, then
+# the join of bench.csv (here left as a bench run would) with symm.csv; no MPS.
+d="$tmp/symm"
+make_tree "$d" 2
+mkdir -p "$d/out" && echo "bench rows" >"$d/out/bench.csv"
+run "$d" QR_SUITE=bench,symm QR_SYMM_ARGS="--quick" || { cat "$d/suite.log"; fail "symm: suite failed"; }
+c="$d/calls.txt"
+order=$(grep -oE "^(qr-bench|python3 [a-z/_]+\.py)" "$c" | tr '\n' ' ')
+[[ "$order" == "qr-bench python3 python/bench/symm_mem_bench.py python3 tools/qr_bench_join.py " ]] ||
+  fail "bench,symm: not qr-bench, the torch bench, the join: $order"
+grep -q "^mps-" "$c" && fail "symm started MPS"
+grep -qx "python3 python/bench/symm_mem_bench.py --timeout 400 --csv $d/out/symm.csv --json $d/out/symm.json --quick" "$c" ||
+  { cat "$c"; fail "symm: the torch bench not run with its outputs and QR_SYMM_ARGS"; }
+grep -qx "python3 tools/qr_bench_join.py $d/out/bench.csv $d/out/symm.csv --out $d/out/symm_table.md" "$c" ||
+  { cat "$c"; fail "symm: the join not run on bench.csv and symm.csv"; }
+[[ -s "$d/out/symm_table.md" ]] || fail "symm: no table"
+grep -q "symm: rc=0" "$d/out/summary.txt" && grep -q "symm-table: rc=0" "$d/out/summary.txt" ||
+  fail "symm: the summary lacks the parts"
+# A failing torch bench fails the suite; without bench.csv the table is
+# skipped and says why.
+rm "$d/out/bench.csv"
+: >"$c"
+run "$d" QR_SUITE=symm FAKE_FAIL=python3 && fail "a failing symm part passed the suite"
+grep -q "symm: rc=3" "$d/out/summary.txt" || fail "symm: the failure is not in the summary"
+grep -q "symm-table: skipped (no .*bench.csv: run the bench part first" "$d/out/summary.txt" ||
+  fail "symm: no reason for the missing table"
+[[ $(grep -c "^python3" "$c") -eq 1 ]] || fail "symm: the join ran without bench.csv"
+# One GPU: skipped with the reason, not a failure, nothing run.
+d="$tmp/symm1"
+make_tree "$d" 1
+run "$d" QR_SUITE=symm || { cat "$d/suite.log"; fail "symm on one GPU failed the suite"; }
+grep -q "symm: skipped (torch symmetric memory .* one GPU per rank, 2 GPUs at least)" "$d/out/summary.txt" ||
+  fail "symm on one GPU: no clear skip"
+grep -q "^python3" "$d/calls.txt" && fail "symm ran on one GPU"
 echo "PASS"

@@ -12,6 +12,7 @@ targets=(
   //tests/gpu:two_shot_local_test
   //tests/gpu:packed_codec_gpu_test
   //tests/gpu:packed_cast_gpu_test
+  //tests/gpu:peer_store_gpu_test
   //tests/gpu:gpu_backend_test
   //tests/gpu:gpu_api_gpu_test
   //ipc/broker:qr-broker
