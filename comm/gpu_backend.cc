@@ -166,6 +166,7 @@ class GpuBackend final : public Backend {
     c.abort_word = static_cast<const uint32_t*>(abort_.device());
     c.error_word = static_cast<uint32_t*>(error_.device());
     c.timeout_ticks = static_cast<uint64_t>(timeout_ms_) * static_cast<uint64_t>(ticks_per_ms_);
+    c.ticks_per_ms = ticks_per_ms_;
     return c;
   }
 

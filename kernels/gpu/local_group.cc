@@ -86,6 +86,7 @@ StatusOr<const std::vector<RankState>*> LocalGroup::States(uint64_t timeout_ms) 
     c.abort_word = static_cast<const uint32_t*>(abort_.device());
     c.error_word = static_cast<uint32_t*>(errors_[rank].device());
     c.timeout_ticks = timeout_ms * ticks_per_ms_;
+    c.ticks_per_ms = static_cast<int64_t>(ticks_per_ms_);
     QR_ASSIGN_OR_RETURN(RankState s, RankState::Create(c));
     states.push_back(std::move(s));
   }

@@ -76,24 +76,10 @@ QR_DEVICE_INLINE Vec16 FromWire(const Vec16& v) {
 // that window only delays noticing it; longer waits pause as before.
 inline constexpr uint32_t kOneShotSpinPolls = 32;
 
-// Who reads the group's abort word. It lives in host memory: every read is
-// a PCIe round trip, and with every polling thread of every block reading it
-// each 64 polls a long wait put thousands of them on the bus (a two-shot
-// wait polls from ws threads per block). So thread 0 of a block reads it
-// while it waits, and SetError turns a raised word into this rank's device
-// error word, which the block's other threads read instead (device memory).
-// Once thread 0 stopped waiting (its atoms all came, or it gave up) it
-// clears `watching`, and a thread still waiting reads the abort word itself:
-// an aborted peer can leave any atom missing, and with no timeout (0) only
-// the abort word ends that wait. Every wait keeps its own timeout.
-struct AbortWatch {
-  volatile uint32_t* watching;  // shared: 1 while thread 0 reads the abort word
-};
-
 // Polls *src until the atom arrived. False when the wait gives up. The
 // timing variants that skip waits take whatever is there (wrong results), so
 // that one rank's kernel can be timed alone (tools/kernel_cost.h).
-QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p, AbortWatch watch) {
+QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) {
   v = platform::LoadShared16(src);
   if (kVariantSkipsWaits || Arrived(v)) return true;
   const uint64_t start = platform::WallClock();
@@ -101,11 +87,7 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p, 
   for (;;) {
     v = platform::LoadShared16(src);
     if (Arrived(v)) return true;
-    ++spins;
-    if ((spins & 63u) == 0) {
-      const bool reads_abort = threadIdx.x == 0 || *watch.watching == 0;
-      if (ShouldGiveUp(start, p, reads_abort)) return false;
-    }
+    if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
     if (spins > kOneShotSpinPolls) platform::PollPause();
   }
 }
@@ -145,10 +127,8 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   // while thread 0 reads the count and the block meets at the barrier.
   Vec16 first_in{};
   if (first < atoms) first_in = platform::LoadInput16(p.in + first * 16);
-  __shared__ uint32_t gave_up, call, watching;
-  const AbortWatch watch{&watching};
+  __shared__ uint32_t gave_up, call;
   if (threadIdx.x == 0) {
-    *watch.watching = 1;
     gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
     const uint32_t c = p.oneshot_counter[blockIdx.x];
     p.oneshot_counter[blockIdx.x] = c + 1;
@@ -186,7 +166,7 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
       for (int s = 0; s < kWs; ++s) {
         Vec16 v;
         if (s != p.rank && arrived) {
-          arrived = Receive(mine + s * kPerSource + gate * 16, v, p, watch);
+          arrived = Receive(mine + s * kPerSource + gate * 16, v, p);
         }
       }
       gate_ok = arrived ? 1u : 0u;
@@ -205,7 +185,7 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
       Vec16 v = own;
       if (s != p.rank) {
         char* src = mine + s * kPerSource + a * 16;
-        ok = Receive(src, v, p, watch);
+        ok = Receive(src, v, p);
         platform::StoreRemote16(src, Vec16{});
         v = FromWire(v);
       }
@@ -216,9 +196,6 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
     }
     if (ok) platform::StoreOutput16(p.out + a * 16, Elem<kElem>::Out(Pack<kBf16>(acc)));
   }
-  // The threads still waiting read the abort word from now on (volatile: a
-  // store other threads poll for, not one to drop at the kernel's end).
-  if (threadIdx.x == 0) *watch.watching = 0;
 }
 
 template <WorkFormat kElem>

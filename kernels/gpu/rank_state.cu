@@ -26,6 +26,7 @@ Status ValidateConfig(const RankConfig& c) {
     return InvalidArgumentError("rank " + std::to_string(c.rank) + " out of range");
   }
   if (c.max_blocks <= 0) return InvalidArgumentError("max_blocks must be positive");
+  if (c.ticks_per_ms <= 0) return InvalidArgumentError("ticks_per_ms must be positive");
   if (c.state_words == nullptr || c.error_word == nullptr) {
     return InvalidArgumentError("null pointer argument");
   }
@@ -55,6 +56,8 @@ gpu::KernelParams ParamsTemplate(const RankConfig& c, const TwoShotLayout& l) {
   p.abort_word = c.abort_word;
   p.error_word = c.error_word;
   p.timeout_ticks = c.timeout_ticks;
+  p.abort_read_at = c.state_words + 3 * c.max_blocks + 1;
+  p.abort_read_ticks = static_cast<uint32_t>(c.ticks_per_ms * kAbortReadPeriodUs / 1000);
   return p;
 }
 

@@ -40,11 +40,12 @@ struct RankConfig {
   int max_blocks = 0;  // the grid cap, the same on every rank; it fixes the layout
   // Device memory of TwoShotStateWords(max_blocks) words, zeroed once: the
   // per-block colours, then this rank's device-side error word, one-shot
-  // counters and two-shot codec state words.
+  // counters, two-shot codec state words and when the abort word was last read.
   uint32_t* state_words = nullptr;
   const uint32_t* abort_word = nullptr;  // device-visible; non-zero = give up (may be null)
   uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
   uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
+  int64_t ticks_per_ms = 0;              // device wall-clock rate (gpu::WallClockTicksPerMs), > 0
 };
 
 // One all-reduce: `count` elements of `format` from `in` (device memory of

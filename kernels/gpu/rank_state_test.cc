@@ -30,6 +30,7 @@ RankConfig Config(int world_size, int rank = 0) {
   c.max_blocks = 64;
   c.state_words = words;
   c.error_word = &error_word;
+  c.ticks_per_ms = 1000000;  // a nanosecond clock, as on NVIDIA
   return c;
 }
 
@@ -56,6 +57,9 @@ TEST(RankStateTest, CreateRejectsBadConfigurations) {
   c = Config(2);
   c.max_blocks = 0;
   EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_blocks")));
+  c = Config(2);
+  c.ticks_per_ms = 0;  // the abort word's read period would be no time at all
+  EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("ticks_per_ms")));
   c = Config(2);
   c.state_words = nullptr;
   EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")));

@@ -162,10 +162,17 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks);
 // [max_blocks] the device error flag, [max_blocks + 1, 2 max_blocks + 1) the
 // one-shot blocks' call counts (one per block of its fixed stride, which is
 // at most max_blocks; kernels/gpu/one_shot.cu), [2 max_blocks + 1, 3
-// max_blocks + 1) each two-shot block's CodecStateWord of its last call.
+// max_blocks + 1) each two-shot block's CodecStateWord of its last call,
+// [3 max_blocks + 1] the wall clock's low 32 bits when the rank last read
+// the group's abort word (two_shot_device.cuh, AbortRaised).
 constexpr size_t TwoShotStateWords(int max_blocks) {
-  return 3 * static_cast<size_t>(max_blocks) + 1;
+  return 3 * static_cast<size_t>(max_blocks) + 2;
 }
+
+// The least time between two reads of the group's abort word (host memory)
+// by one rank's kernels: how late an abort may be seen, on top of a wait's
+// check spacing (two_shot_device.cuh, AbortRaised).
+inline constexpr int64_t kAbortReadPeriodUs = 20;
 
 // Grid for a call of `bytes` (tiles, capped); the same on every rank.
 int TwoShotGrid(size_t bytes, int max_blocks);

@@ -61,10 +61,12 @@ struct KernelParams {
   size_t flags1, flags2, data1, data2;  // layout offsets
   size_t credits;                       // layout offset of the data-flag credits
   uint32_t* colours;
-  uint32_t* codec_state;  // [max_blocks] CodecStateWord of each block's last two-shot call
-  uint32_t* dev_error;    // device memory: first reason this rank gave up (sticky)
-  const uint32_t* abort_word;
-  uint32_t* error_word;  // host-mapped copy the host reads without blocking
+  uint32_t* codec_state;       // [max_blocks] CodecStateWord of each block's last two-shot call
+  uint32_t* dev_error;         // device memory: first reason this rank gave up (sticky)
+  const uint32_t* abort_word;  // host memory: read through AbortRaised only
+  uint32_t* abort_read_at;     // device memory: when this rank last read abort_word
+  uint32_t abort_read_ticks;   // the least wall-clock ticks between two such reads
+  uint32_t* error_word;        // host-mapped copy the host reads without blocking
   uint64_t timeout_ticks;
   size_t oneshot;             // layout offset of the one-shot region
   uint32_t* oneshot_counter;  // [oneshot_blocks] each block's calls so far (picks its phase)
@@ -98,14 +100,33 @@ QR_DEVICE_INLINE void SetError(const KernelParams& p, uint32_t code) {
   }
 }
 
+// Whether the group's abort word is raised, read at most once per
+// abort_read_ticks for the whole rank. The word lives in host memory: every
+// read is a PCIe round trip, and such reads from the waiting threads of many
+// blocks at once (one per block every 64 polls) held up the GPU's own command
+// fetch and the late rank's kernel: with one rank launched 20 µs late, a
+// 1 MiB one-shot took 180 µs instead of 33 (docs/performance.md, "Known
+// problems"). So the checks of all the rank's waits race for the device word
+// abort_read_at (the low 32 bits of the wall clock at the last read): the
+// one whose compare-and-swap moves it reads the host word, every other check
+// returns false and reads dev_error instead, which a raised word reaches
+// through SetError. While any thread of the rank waits, its checks keep
+// coming, so a raised word is seen within abort_read_ticks and one check's
+// spacing. Wrap-around of the low bits only delays one read by a period.
+QR_DEVICE_INLINE bool AbortRaised(const KernelParams& p) {
+  if (p.abort_word == nullptr) return false;
+  const uint32_t now = static_cast<uint32_t>(platform::WallClock());
+  const uint32_t last = platform::AtomicLoadRelaxedSystem(p.abort_read_at);
+  if (now - last < p.abort_read_ticks) return false;
+  if (platform::AtomicCasSystem(p.abort_read_at, last, now) != last) return false;
+  return platform::AtomicLoadRelaxedSystem(p.abort_word) != 0;
+}
+
 // Called every 64 spins of a wait that started at `start`: true when the
 // wait must give up (abort word raised, another block of this rank gave up,
-// or past timeout_ticks), recording why. `read_abort` false leaves the abort
-// word (host memory) to another thread that watches it for the block
-// (one_shot.cu's AbortWatch): a raised word reaches this one as dev_error.
-QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p, bool read_abort = true) {
-  if (read_abort && p.abort_word != nullptr &&
-      platform::AtomicLoadRelaxedSystem(p.abort_word) != 0) {
+// or past timeout_ticks), recording why.
+QR_DEVICE_INLINE bool ShouldGiveUp(uint64_t start, const KernelParams& p) {
+  if (AbortRaised(p)) {
     SetError(p, kGpuErrorAborted);
     return true;
   }

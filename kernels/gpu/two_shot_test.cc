@@ -28,8 +28,8 @@ TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
   EXPECT_LT(l.total, l.credits + 264u * kTwoShotLayoutWarps * kMaxWorldSize * 4 + 4096);
 }
 
-TEST(TwoShotLayoutTest, StateWordsHoldColoursErrorOneShotCountersAndCodecs) {
-  EXPECT_EQ(TwoShotStateWords(64), 3u * 64 + 1);
+TEST(TwoShotLayoutTest, StateWordsHoldColoursErrorOneShotCountersCodecsAndAbortReadTime) {
+  EXPECT_EQ(TwoShotStateWords(64), 3u * 64 + 2);
   // 0 is "no call yet": every codec's word differs from it and from the others.
   for (int a = 0; a < kNumCodecs; ++a) {
     EXPECT_NE(CodecStateWord(static_cast<Codec>(a)), 0u);

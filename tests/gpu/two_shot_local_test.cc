@@ -579,10 +579,11 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingKernelAndLaterCallsDrain) {
   std::printf("abort: stream drained %.1f ms after the abort word was raised\n", s * 1e3);
 }
 
-// One-shot reads the abort word from thread 0 of a block only, its other
-// threads the error word that sets (kernels/gpu/one_shot.cu, AbortWatch): an
-// unbounded wait still ends soon after the word is raised, in a one-block
-// grid where every thread polls and in a gated grid of many blocks.
+// A rank reads the abort word at most once per kAbortReadPeriodUs, whichever
+// of its threads wait (two_shot_device.cuh, AbortRaised), and the others see
+// it through the error word: an unbounded wait still ends soon after the
+// word is raised, in a one-block grid where every thread polls and in a
+// gated grid of many blocks.
 TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingOneShotKernel) {
   for (size_t count : {size_t{2048}, size_t{1} << 17}) {
     SCOPED_TRACE("count " + std::to_string(count));
@@ -603,6 +604,47 @@ TEST_F(TwoShotLocalTest, AbortWordStopsAWaitingOneShotKernel) {
     EXPECT_LT(DrainSeconds(*group_, 0, 5.0), 1.0) << "stream did not drain within 1 s of the abort";
     EXPECT_EQ(group_->error(0), kGpuErrorAborted);
   }
+}
+
+// A rank that calls late must not find its call slowed down by the early
+// rank's waiting. When every waiting block read the abort word (host memory)
+// every 64 polls, those PCIe reads held up the late rank's launch and
+// kernel: launched 50 µs after rank 0, rank 1's 1 MiB one-shot took
+// 150-350 µs from its start event to its end instead of about 12 (one H200,
+// docs/performance.md "Known problems"). The bound leaves 5x room over the
+// healthy figure for a GPU shared by both ranks.
+TEST_F(TwoShotLocalTest, LateRankIsNotSlowedByTheEarlyRanksWait) {
+  constexpr size_t kCount = size_t{1} << 19;  // 1 MiB of fp16
+  constexpr int kCalls = 30;
+  auto buf = Alloc(*group_, kCount);
+  ASSERT_NE(buf, nullptr);
+  const LocalCall call{WorkFormat::kFp16, Codec::kFp, kCount, /*timeout_ms=*/2000,
+                       /*one_shot=*/true};
+  ASSERT_OK(gpu::SetDevice(group_->device(1)));
+  ASSERT_OK_AND_ASSIGN(gpu::ScopedEvent start, gpu::ScopedEvent::Create());
+  ASSERT_OK_AND_ASSIGN(gpu::ScopedEvent stop, gpu::ScopedEvent::Create());
+  std::vector<double> late_us;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_OK(group_->Launch(0, call, buf->in[0], buf->out[0]));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_OK(gpu::SetDevice(group_->device(1)));
+    ASSERT_OK(gpu::EventRecord(start.get(), group_->stream(1)));
+    ASSERT_OK(group_->Launch(1, call, buf->in[1], buf->out[1]));
+    ASSERT_OK(gpu::SetDevice(group_->device(1)));
+    ASSERT_OK(gpu::EventRecord(stop.get(), group_->stream(1)));
+    ASSERT_OK(group_->Synchronize());
+    ASSERT_OK_AND_ASSIGN(float ms, gpu::EventElapsedMs(start.get(), stop.get()));
+    late_us.push_back(ms * 1e3);
+  }
+  EXPECT_EQ(group_->error(0), kGpuErrorNone);
+  EXPECT_EQ(group_->error(1), kGpuErrorNone);
+  std::sort(late_us.begin(), late_us.end());
+  const double median = late_us[kCalls / 2];
+  std::printf("late rank: 1 MiB one-shot, launched 50 us late, median %.1f us, max %.1f us\n",
+              median, late_us.back());
+  EXPECT_LT(median, 60.0) << "the late rank's call is slowed by the early rank's wait";
 }
 
 TEST_F(TwoShotLocalTest, OneShotWaitTimesOutWhenThePeerNeverCalls) {
