@@ -185,9 +185,9 @@ Status Finish(Parsed& p) {
 StatusOr<size_t> ParseTmaChunk(const std::string& text) {
   const StatusOr<uint64_t> b = ParseBytes(text);
   if (!b.ok() || *b < kTmaChunkMinBytes || *b > kTmaChunkMaxBytes || *b % 16 != 0) {
-    return InvalidArgumentError(fmt::format(
-        "TMA chunk '{}' must be a multiple of 16 bytes from {} to {}", text, kTmaChunkMinBytes,
-        FormatBytes(kTmaChunkMaxBytes, ByteStyle::kCompact)));
+    return InvalidArgumentError(
+        fmt::format("TMA chunk '{}' must be a multiple of 16 bytes from {} to {}", text,
+                    kTmaChunkMinBytes, FormatBytes(kTmaChunkMaxBytes, ByteStyle::kCompact)));
   }
   return static_cast<size_t>(*b);
 }

@@ -94,7 +94,8 @@ struct BenchOptions {
 // empty list item, a bad size (not a positive multiple of 16, above 4 GiB),
 // a world size not 2/4/8, INT3 asked for at a world size other than 2, an
 // eager-only sweep with nothing to time, a bad --peer-tma-chunks size
-// (ParseTmaChunk), or --peer-tma-chunks with --no-peer-bandwidth. --help sets `help` and nothing else.
+// (ParseTmaChunk), or --peer-tma-chunks with --no-peer-bandwidth. --help sets `help` and nothing
+// else.
 [[nodiscard]] StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args);
 
 // The --help text (CLI11's, from the same flag definitions).

@@ -168,8 +168,8 @@ TEST(BenchOptionsTest, HelpIsAFlagNotAnErrorAndListsEveryFlag) {
   const std::string usage = BenchUsage();
   for (const char* flag :
        {"--sizes", "--regimes", "--dtypes", "--modes", "--algos", "--world-size", "--max-blocks",
-        "--eager-max-size", "--no-nccl", "--no-peer-bandwidth", "--peer-bytes", "--peer-tma-chunks", "--csv", "--json",
-        "--min-size-table", "--quick", "--help", "exit: 0"}) {
+        "--eager-max-size", "--no-nccl", "--no-peer-bandwidth", "--peer-bytes", "--peer-tma-chunks",
+        "--csv", "--json", "--min-size-table", "--quick", "--help", "exit: 0"}) {
     EXPECT_THAT(usage, HasSubstr(flag));
   }
 }

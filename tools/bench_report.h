@@ -117,7 +117,7 @@ struct BenchHeader {
   int max_blocks = 0;
   std::string driver_runtime;  // as reported by the platform
   std::string nccl_version;    // empty: not loaded
-  PeerBandwidth peer;  // SM stores: the link limits
+  PeerBandwidth peer;          // SM stores: the link limits
   // --peer-tma-chunks: the same by TMA bulk copies, one per chunk size
   // (reported, never used for link limits).
   std::vector<PeerBandwidth> peer_tma;

@@ -171,7 +171,8 @@ Status Bench::Setup() {
       if (t.ok()) {
         header_.peer_tma.push_back(*t);
       } else {
-        Fail(fmt::format("peer bandwidth, {}: {}", PeerStoreChoiceName(tma), t.status().ToString()));
+        Fail(
+            fmt::format("peer bandwidth, {}: {}", PeerStoreChoiceName(tma), t.status().ToString()));
       }
     }
   }
@@ -318,7 +319,7 @@ void Bench::PrintPeerBandwidth() const {
                                     t.method, fmt::join(t.concurrent_gbps, " "),
                                     fmt::join(t.alone_gbps, " "), t.LinkGBps(),
                                     t.LinkGBps() / header_.peer.LinkGBps())
-                             .c_str());
+                            .c_str());
   }
   std::printf("\n");
 }

@@ -81,9 +81,8 @@ void DefineFlags(CLI::App& app, Flags& f) {
   f.world_size_opt =
       app.add_option("--world-size", f.world_size, "ranks, all on GPU 0: 2, 4 or 8 (default 2)")
           ->type_name("N");
-  f.algorithm_opt = tools::AddParsedOption<Algorithm>(app, "--algorithm", o.algorithm,
-                                                      ParseAlgorithm,
-                                                      "two-shot or one-shot (default two-shot)");
+  f.algorithm_opt = tools::AddParsedOption<Algorithm>(
+      app, "--algorithm", o.algorithm, ParseAlgorithm, "two-shot or one-shot (default two-shot)");
   f.algorithm_opt->type_name("ALGO");
   f.mode_opt = tools::AddParsedOption<CostMode>(
       app, "--mode", o.mode, ParseMode,
@@ -181,8 +180,8 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
     return o;
   }
   if (o.peer_store) {
-    for (const CLI::Option* opt : {f.algorithm_opt, f.mode_opt, f.launch_opt, f.dtypes_opt,
-                                   f.regimes_opt, f.stagger_opt}) {
+    for (const CLI::Option* opt :
+         {f.algorithm_opt, f.mode_opt, f.launch_opt, f.dtypes_opt, f.regimes_opt, f.stagger_opt}) {
       if (opt->count() > 0) {
         return InvalidArgumentError(fmt::format(
             "{}: --peer-store times the peer-store kernels, which take no all-reduce flags",
@@ -546,8 +545,8 @@ std::string PeerStoreTableLine(const CostRun& run, const PeerStoreResult& r) {
                   bench::PeerStoreChoiceName(r.cell.method),
                   PeerStoreGrid(r.cell, run.multiprocessors), r.iters);
   if (!r.error.empty()) return head + "  FAILED: " + r.error + "\n";
-  return head + fmt::format(" {:>11.2f} {:>11.2f} {:>9.1f} {:>7}\n", r.best_us, r.median_us,
-                            r.gbps, r.vs_sm > 0 ? fmt::format("{:.3f}", r.vs_sm) : "-");
+  return head + fmt::format(" {:>11.2f} {:>11.2f} {:>9.1f} {:>7}\n", r.best_us, r.median_us, r.gbps,
+                            r.vs_sm > 0 ? fmt::format("{:.3f}", r.vs_sm) : "-");
 }
 
 std::string PeerStoreCsvHeader() {

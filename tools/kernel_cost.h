@@ -163,7 +163,7 @@ struct CostRun {
   std::string gpu;
   int max_blocks = 0;
   std::string command_line;
-  std::string date;  // ISO 8601 UTC
+  std::string date;         // ISO 8601 UTC
   int multiprocessors = 0;  // --peer-store: what a grid of 0 means
 };
 
@@ -185,8 +185,8 @@ struct PeerStoreResult {
   int iters = 0;
   std::vector<double> samples_us;  // per launch, one per repetition
   double best_us = 0, median_us = 0;
-  double gbps = 0;   // bytes x destinations / best_us
-  double vs_sm = 0;  // gbps / the SM cell's of the same size and grid; 0 when unknown
+  double gbps = 0;    // bytes x destinations / best_us
+  double vs_sm = 0;   // gbps / the SM cell's of the same size and grid; 0 when unknown
   std::string error;  // non-empty: the cell failed (no times)
 };
 // Fills best, median and GB/s from the samples.

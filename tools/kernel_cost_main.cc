@@ -316,8 +316,8 @@ class PeerStoreRunner {
     a.bytes_per_dst = cell.bytes;
     a.blocks = PeerStoreGrid(cell, multiprocessors_);
     a.stream = stream_.get();
-    a.method = cell.method.tma ? kernels::PeerStoreMethod::kTmaBulk
-                               : kernels::PeerStoreMethod::kSmStores;
+    a.method =
+        cell.method.tma ? kernels::PeerStoreMethod::kTmaBulk : kernels::PeerStoreMethod::kSmStores;
     a.chunk_bytes = cell.method.chunk_bytes;
     // One launch first: a bad cell shows before it is repeated.
     QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(a));

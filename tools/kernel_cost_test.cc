@@ -372,9 +372,8 @@ TEST(KernelCostPeerStoreTest, DefaultsAreFourSizesFourChunksAndQrBenchsGrid) {
   EXPECT_THAT(o.peer_blocks, ElementsAre(0));
   EXPECT_EQ(o.world_size, 2);
   ASSERT_OK_AND_ASSIGN(
-      CostOptions p,
-      ParseCostArgs({"--peer-store", "--sizes", "1M", "--peer-tma-chunks", "64K,16", "--peer-blocks",
-                     "132,0", "--world-size", "4", "--reps", "3"}));
+      CostOptions p, ParseCostArgs({"--peer-store", "--sizes", "1M", "--peer-tma-chunks", "64K,16",
+                                    "--peer-blocks", "132,0", "--world-size", "4", "--reps", "3"}));
   EXPECT_THAT(p.sizes, ElementsAre(1 * M));
   EXPECT_THAT(p.peer_tma_chunks, ElementsAre(64 * K, 16));
   EXPECT_THAT(p.peer_blocks, ElementsAre(132, 0));
@@ -451,8 +450,8 @@ TEST(KernelCostPeerStoreTest, TmaCellsAreComparedWithTheSmCellOfTheirSizeAndGrid
 }
 
 TEST(KernelCostPeerStoreTest, OutputsSayOneGpuIsNotTheLink) {
-  ASSERT_OK_AND_ASSIGN(CostOptions o, ParseCostArgs({"--peer-store", "--sizes", "1M",
-                                                     "--peer-tma-chunks", "16K"}));
+  ASSERT_OK_AND_ASSIGN(
+      CostOptions o, ParseCostArgs({"--peer-store", "--sizes", "1M", "--peer-tma-chunks", "16K"}));
   CostRun run;
   run.options = o;
   run.gpu = "NVIDIA H200, GPU 0 at 0000:19:00.0";

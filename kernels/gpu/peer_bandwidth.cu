@@ -166,9 +166,9 @@ Status LaunchPeerStore(const PeerStoreArgs& args) {
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (raised_devices.load(std::memory_order_relaxed) & bit) == 0) {
-    QR_GPU_RETURN_IF_ERROR(hipFuncSetAttribute(
-        reinterpret_cast<const void*>(&PeerStoreBulkKernel),
-        hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(2 * kPeerStoreMaxChunkBytes)));
+    QR_GPU_RETURN_IF_ERROR(hipFuncSetAttribute(reinterpret_cast<const void*>(&PeerStoreBulkKernel),
+                                               hipFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(2 * kPeerStoreMaxChunkBytes)));
     raised_devices.fetch_or(bit, std::memory_order_relaxed);
   }
   hipLaunchKernelGGL(PeerStoreBulkKernel, dim3(args.blocks), dim3(kPeerStoreThreads),
