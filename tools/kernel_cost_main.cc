@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -340,6 +341,21 @@ class PeerStoreRunner {
   gpu::ScopedEvent start_, stop_;
 };
 
+// Writes the CSV and JSON the options ask for (each made only if asked) and
+// gives the exit status: 1 if one cannot be written, else 3 if a cell
+// failed, else 0.
+int Finish(const CostOptions& o, const std::function<std::string()>& csv,
+           const std::function<std::string()>& json, bool failed) {
+  for (const auto& [path, text] : {std::pair{&o.csv_path, &csv}, std::pair{&o.json_path, &json}}) {
+    if (path->empty()) continue;
+    if (const Status s = bench::WriteTextFile(*path, (*text)()); !s.ok()) {
+      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  return failed ? 3 : 0;
+}
+
 int RunPeerStore(CostRun run) {
   const CostOptions& o = run.options;
   PeerStoreRunner runner(o);
@@ -360,21 +376,14 @@ int RunPeerStore(CostRun run) {
     std::fputs(PeerStoreTableLine(run, results.back()).c_str(), stdout);
     std::fflush(stdout);
   }
-  if (!o.csv_path.empty()) {
-    std::string csv = PeerStoreCsvHeader();
-    for (const PeerStoreResult& r : results) csv += PeerStoreCsvLine(run, r);
-    if (const Status s = bench::WriteTextFile(o.csv_path, csv); !s.ok()) {
-      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
-      return 1;
-    }
-  }
-  if (!o.json_path.empty()) {
-    if (const Status s = bench::WriteTextFile(o.json_path, PeerStoreJson(run, results)); !s.ok()) {
-      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
-      return 1;
-    }
-  }
-  return failed ? 3 : 0;
+  return Finish(
+      o,
+      [&] {
+        std::string csv = PeerStoreCsvHeader();
+        for (const PeerStoreResult& r : results) csv += PeerStoreCsvLine(run, r);
+        return csv;
+      },
+      [&] { return PeerStoreJson(run, results); }, failed);
 }
 
 int Run(const CostOptions& o, const std::string& command_line) {
@@ -415,21 +424,14 @@ int Run(const CostOptions& o, const std::string& command_line) {
     std::fputs(CostTableLine(run, results.back()).c_str(), stdout);
     std::fflush(stdout);
   }
-  if (!o.csv_path.empty()) {
-    std::string csv = CostCsvHeader();
-    for (const CostResult& r : results) csv += CostCsvLine(run, r);
-    if (const Status s = bench::WriteTextFile(o.csv_path, csv); !s.ok()) {
-      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
-      return 1;
-    }
-  }
-  if (!o.json_path.empty()) {
-    if (const Status s = bench::WriteTextFile(o.json_path, CostJson(run, results)); !s.ok()) {
-      std::fprintf(stderr, "qr-kernel-cost: %s\n", s.message().c_str());
-      return 1;
-    }
-  }
-  return failed ? 3 : 0;
+  return Finish(
+      o,
+      [&] {
+        std::string csv = CostCsvHeader();
+        for (const CostResult& r : results) csv += CostCsvLine(run, r);
+        return csv;
+      },
+      [&] { return CostJson(run, results); }, failed);
 }
 
 }  // namespace
