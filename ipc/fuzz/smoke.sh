@@ -48,6 +48,10 @@ cc_flags() {
     [f for i in $cc.linking_context.linker_inputs.to_list() for f in i.user_link_flags])"
 }
 
+# The Bazel questions one after the other (one server), the two compiles and
+# then the two fuzz runs side by side: each is one single-threaded process,
+# and CI has two cores.
+builds=()
 for target in wire_fuzz status_fuzz; do
   list=$(sources "$target")  # not mapfile < <(...): a failure must stop the smoke
   mapfile -t srcs <<<"$list"
@@ -59,12 +63,41 @@ for target in wire_fuzz status_fuzz; do
     if [[ "$f" == -D* ]]; then defines+=("$f"); else links+=("$f"); fi
   done
   echo "fuzz smoke: $target from ${#srcs[@]} sources: ${srcs[*]} ${defines[*]} ${links[*]}"
-  "$clang" "${flags[@]}" "${defines[@]}" "${srcs[@]}" "${links[@]}" -o "$out/$target"
+  "$clang" "${flags[@]}" "${defines[@]}" "${srcs[@]}" "${links[@]}" -o "$out/$target" \
+    >"$out/$target.build.log" 2>&1 &
+  builds+=("$target:$!")
 done
+built=1
+for b in "${builds[@]}"; do
+  target="${b%%:*}"
+  if wait "${b#*:}"; then
+    cat "$out/$target.build.log"
+  else
+    cat "$out/$target.build.log" >&2
+    echo "fuzz smoke: $target did not build" >&2
+    built=0
+  fi
+done
+((built)) || exit 1
+
+runs=()
 for target in wire_fuzz status_fuzz; do
   mkdir -p "$out/corpus-$target"
   "$out/$target" -max_total_time="$seconds" -dict=ipc/fuzz/wire.dict \
     -max_len=4096 -print_final_stats=1 -artifact_prefix="$out/$target-" \
-    "$out/corpus-$target" 2>&1 | tail -n 12
-  echo "fuzz smoke: $target ran ${seconds} s without a crash"
+    "$out/corpus-$target" >"$out/$target.run.log" 2>&1 &
+  runs+=("$target:$!")
 done
+failed=0
+for r in "${runs[@]}"; do
+  target="${r%%:*}"
+  if wait "${r#*:}"; then
+    tail -n 12 "$out/$target.run.log"
+    echo "fuzz smoke: $target ran ${seconds} s without a crash"
+  else
+    tail -n 60 "$out/$target.run.log" >&2
+    echo "fuzz smoke: $target failed (a crash leaves its input as $out/$target-*)" >&2
+    failed=1
+  fi
+done
+exit $failed
