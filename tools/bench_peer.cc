@@ -14,6 +14,12 @@ namespace qr::bench {
 static_assert(kTmaChunkMinBytes == kernels::kPeerStoreMinChunkBytes);
 static_assert(kTmaChunkMaxBytes == kernels::kPeerStoreMaxChunkBytes);
 
+void SetPeerStoreMethod(const PeerStoreChoice& choice, kernels::PeerStoreArgs& args) {
+  args.method =
+      choice.tma ? kernels::PeerStoreMethod::kTmaBulk : kernels::PeerStoreMethod::kSmStores;
+  args.chunk_bytes = choice.chunk_bytes;
+}
+
 StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, size_t bytes,
                                              int reps, const PeerStoreChoice& method) {
   const int ws = static_cast<int>(streams.size());
@@ -34,9 +40,7 @@ StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams, 
     args[r].blocks = std::max(sms * 2, ws);
     args[r].bytes_per_dst = bytes;
     args[r].stream = streams[r];
-    args[r].method =
-        method.tma ? kernels::PeerStoreMethod::kTmaBulk : kernels::PeerStoreMethod::kSmStores;
-    args[r].chunk_bytes = method.chunk_bytes;
+    SetPeerStoreMethod(method, args[r]);
     for (int p = 0; p < ws; ++p) {
       if (p != r) args[r].dst[args[r].num_dst++] = recv[p].as<char>() + r * bytes;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/gpu/peer_bandwidth.h"
 #include "tools/bench_options.h"
 #include "tools/bench_report.h"
 
@@ -20,6 +21,10 @@ namespace qr::bench {
 // `method`. GB/s per rank = bytes leaving it / its stream's time. Allocates
 // (and frees) a receive buffer of bytes x world size per GPU. kUnsupported
 // for TMA where the platform lacks it (LaunchPeerStore's errors).
+// Sets args' method and chunk to `choice` (the flags' form of the launcher's
+// method; qr-bench and qr-kernel-cost --peer-store).
+void SetPeerStoreMethod(const PeerStoreChoice& choice, kernels::PeerStoreArgs& args);
+
 [[nodiscard]] StatusOr<PeerBandwidth> MeasurePeerBandwidth(const std::vector<void*>& streams,
                                                            size_t bytes, int reps,
                                                            const PeerStoreChoice& method = {});

@@ -394,6 +394,15 @@ std::string CostTableLine(const CostRun& run, const CostResult& r) {
                             GBps(r.cell.bytes, r.best_us));
 }
 
+namespace {
+// A message as one CSV field: no separators, one line.
+std::string CsvField(std::string text) {
+  std::replace(text.begin(), text.end(), ',', ';');
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+}  // namespace
+
 std::string CostCsvHeader() {
   return "algorithm,mode,launch,variant,world_size,bytes,dtype,regime,iters,reps,best_us,"
          "median_us,algbw_gbps,p90_us,p99_us,max_us,stagger_us,skew_median_us,skew_max_us,"
@@ -403,9 +412,7 @@ std::string CostCsvHeader() {
 std::string CostCsvLine(const CostRun& run, const CostResult& r) {
   const CostOptions& o = run.options;
   const bool ok = r.error.empty();
-  std::string error = r.error;
-  std::replace(error.begin(), error.end(), ',', ';');
-  std::replace(error.begin(), error.end(), '\n', ' ');
+  const std::string error = CsvField(r.error);
   auto us = [ok](double v) { return ok ? fmt::format("{:.3f}", v) : std::string(); };
   const bool skew = ok && !r.skew_us.empty();
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
@@ -556,9 +563,7 @@ std::string PeerStoreCsvHeader() {
 
 std::string PeerStoreCsvLine(const CostRun& run, const PeerStoreResult& r) {
   const bool ok = r.error.empty();
-  std::string error = r.error;
-  std::replace(error.begin(), error.end(), ',', ';');
-  std::replace(error.begin(), error.end(), '\n', ' ');
+  const std::string error = CsvField(r.error);
   auto num = [ok](double v, int digits) {
     return ok ? fmt::format("{:.{}f}", v, digits) : std::string();
   };

@@ -22,6 +22,7 @@
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
+#include "tools/bench_peer.h"
 #include "tools/bench_report.h"
 #include "tools/kernel_cost.h"
 
@@ -317,9 +318,7 @@ class PeerStoreRunner {
     a.bytes_per_dst = cell.bytes;
     a.blocks = PeerStoreGrid(cell, multiprocessors_);
     a.stream = stream_.get();
-    a.method =
-        cell.method.tma ? kernels::PeerStoreMethod::kTmaBulk : kernels::PeerStoreMethod::kSmStores;
-    a.chunk_bytes = cell.method.chunk_bytes;
+    bench::SetPeerStoreMethod(cell.method, a);
     // One launch first: a bad cell shows before it is repeated.
     QR_RETURN_IF_ERROR(kernels::LaunchPeerStore(a));
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(stream_.get()));

@@ -160,6 +160,25 @@ void E2eTest::RunWorkers(const std::string& worker, int world_size,
   }
 }
 
+namespace {
+std::string FingerprintFile(const std::string& dir, const std::string& group, int rank) {
+  return dir + "/" + group + "-r" + std::to_string(rank) + ".fp";
+}
+}  // namespace
+
+std::string FingerprintPath(const WorkerArgs& a) {
+  return FingerprintFile(a.dir(), a.group(), a.rank());
+}
+
+std::string E2eTest::ExpectSameOutputsOnEveryRank(const std::string& group, int world_size) {
+  const std::string first = ReadFile(FingerprintFile(dir_, group, 0));
+  for (int r = 1; r < world_size; ++r) {
+    EXPECT_EQ(ReadFile(FingerprintFile(dir_, group, r)), first)
+        << group << ": rank " << r << "'s outputs differ from rank 0's";
+  }
+  return first;
+}
+
 StatusOr<std::unique_ptr<Communicator>> JoinWithRetry(const JoinOptions& o,
                                                       std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;

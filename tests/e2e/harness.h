@@ -74,6 +74,10 @@ class E2eTest : public ::testing::Test {
                   const std::map<std::string, std::string>& extra = {},
                   std::chrono::milliseconds timeout = std::chrono::seconds(240));
 
+  // Rank 0's fingerprint file of `group` (FingerprintPath), after expecting
+  // every other rank's to be the same.
+  std::string ExpectSameOutputsOnEveryRank(const std::string& group, int world_size);
+
   BrokerProcess broker_;
   std::string dir_;  // scratch dir for this test
   std::string socket_;
@@ -109,6 +113,10 @@ std::string ReadFile(const std::string& path);
 
 // 64-bit FNV-1a of a buffer (ranks compare outputs through it).
 uint64_t Fingerprint(const void* data, size_t bytes);
+
+// Where a worker writes the fingerprints of its outputs (one line per call)
+// for the driver to compare across ranks (E2eTest::ExpectSameOutputsOnEveryRank).
+std::string FingerprintPath(const WorkerArgs& a);
 
 }  // namespace qr::testing
 
