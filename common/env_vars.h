@@ -9,7 +9,7 @@
 // Who reads what: comm/config.cc the data-path settings (LoadConfigFromEnv)
 // and the join timeout, common/logging.cc QR_LOG_LEVEL, ipc/ the broker's
 // socket, autostart and binary (ipc must not depend on comm, so the table
-// lives here), the Python package the last six (it cannot use the readers;
+// lives here), the Python package the last seven (it cannot use the readers;
 // //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot
 // hold are computed by their reader: the cast and the min-size floor depend on the platform
 // (comm/config.h), the one-shot ceiling on the world size (comm/policy.h), the socket and the
@@ -123,8 +123,9 @@ inline constexpr EnvVar kEnvQrctlBin = EnvStringVar(
 
 inline constexpr EnvVar kEnvVllm = EnvBoolVar(
     "QR_VLLM", "", 0, "`0`",
-    "Python package: `1` makes the vLLM plugin install quickreduce (it also does when a regime "
-    "other than NONE is chosen); see `docs/python.md`");
+    "Python package: `1` makes the vLLM plugin install quickreduce (also under "
+    "`--disable-custom-all-reduce`), `0` keeps it out even when `VLLM_PLUGINS` names it; see "
+    "`docs/python.md`");
 
 inline constexpr EnvVar kEnvVllmKeepNative = EnvBoolVar(
     "QR_VLLM_KEEP_NATIVE", "", 0, "`0`",
@@ -133,8 +134,14 @@ inline constexpr EnvVar kEnvVllmKeepNative = EnvBoolVar(
 
 inline constexpr EnvVar kEnvSglang = EnvBoolVar(
     "QR_SGLANG", "", 0, "`0`",
-    "Python package: `1` arms the SGLang adapter in every interpreter (the wheel's `.pth` "
-    "file); see `docs/python.md`");
+    "Python package: `1` makes the SGLang adapter install quickreduce (also under "
+    "`--disable-custom-all-reduce`), `0` keeps it out even when `SGLANG_PLUGINS` names it; see "
+    "`docs/python.md`");
+
+inline constexpr EnvVar kEnvSglangKeepNative = EnvBoolVar(
+    "QR_SGLANG_KEEP_NATIVE", "", 0, "`0`",
+    "Python package: `1` keeps SGLang's own ROCm quick all-reduce where it is active instead of "
+    "replacing it");
 
 inline constexpr EnvVar kEnvSglangFirst = EnvBoolVar(
     "QR_SGLANG_FIRST", "", 0, "`0`",
@@ -146,7 +153,8 @@ inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvMinSizeMb,    &kEnvQuantizationMinSizeKb, &kEnvOneShotMaxKb,   &kEnvMinSizeTable,
     &kEnvBrokerSocket, &kEnvBrokerAutostart,       &kEnvBrokerBin,      &kEnvJoinTimeoutMs,
     &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,     &kEnvLibrary,        &kEnvQrctlBin,
-    &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangFirst,
+    &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangKeepNative,
+    &kEnvSglangFirst,
 };
 
 }  // namespace qr

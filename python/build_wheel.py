@@ -19,10 +19,15 @@ import zipfile
 
 ENTRY_POINTS = """[vllm.general_plugins]
 quickreduce = quickreduce.integrations.vllm:register
+
+[sglang.srt.plugins]
+quickreduce = quickreduce.integrations.sglang:register
 """
 
-# Every interpreter of the environment runs this line at start-up; it imports
-# nothing unless QR_SGLANG=1 (quickreduce/integrations/sglang.py).
+# For SGLang older than its plugin system: every interpreter of the
+# environment runs this line at start-up; it imports nothing unless
+# QR_SGLANG=1, and stands down where the plugin system will install
+# (quickreduce/integrations/sglang.py).
 PTH = ('import os; os.environ.get("QR_SGLANG") == "1" and '
        '__import__("quickreduce.integrations.sglang", fromlist=["arm"]).arm()\n')
 

@@ -3,7 +3,8 @@
 # index): it installs, imports from the environment with its own library,
 # which needs neither spdlog nor fmt; a group forms with the packaged broker
 # started by autostart; `python -m quickreduce status` prints what qrctl
-# prints; the vLLM entry point and the SGLang .pth hook are in place.
+# prints; the vLLM and SGLang entry points and the SGLang .pth hook are in
+# place.
 #   wheel_test.sh <wheel> <qrctl> <qr-broker>
 set -euo pipefail
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
@@ -75,11 +76,16 @@ set -e
 grep -q "broker" <<<"$got" || fail "no broker line: $got"
 echo "status matches qrctl (exit $got_rc)"
 
-"$py" - <<'PY' || fail "entry point"
+"$py" - <<'PY' || fail "entry points"
 from importlib.metadata import entry_points
 eps = entry_points()
-group = eps.select(group="vllm.general_plugins") if hasattr(eps, "select") else eps["vllm.general_plugins"]
-assert [e.value for e in group] == ["quickreduce.integrations.vllm:register"], list(group)
+def group(name):
+    return list(eps.select(group=name) if hasattr(eps, "select") else eps.get(name, []))
+for name, value in (("vllm.general_plugins", "quickreduce.integrations.vllm:register"),
+                    ("sglang.srt.plugins", "quickreduce.integrations.sglang:register")):
+    got = [(e.name, e.value) for e in group(name)]
+    assert got == [("quickreduce", value)], (name, got)
+    assert callable(group(name)[0].load())
 PY
 "$py" -c 'import sys; assert "quickreduce" not in sys.modules' || fail ".pth imports quickreduce unasked"
 QR_SGLANG=1 "$py" -c 'import sys; assert any(type(f).__name__ == "_Hook" for f in sys.meta_path)' \

@@ -1,190 +1,272 @@
-"""The vLLM plugin and the SGLang patch against small fakes of the classes
-they patch (neither stack is installed here): the engine's dispatch finds
-quickreduce in its qr_comm slot and gets correct sums from it, small tensors
-still take the engine's own path, non-TP groups are left alone, a setup
-quickreduce cannot serve disables it without raising, and the environment
-variables of each stack are honoured."""
+"""The vLLM plugin against python/tests/fakes/vllm, stand-ins that follow
+vLLM's own files (each fake names the repository, commit and path it
+follows): CudaCommunicator's constructor, its all_reduce order, its
+backend-selection line, destroy, suspend/resume and checkpoint hooks;
+DeviceCommunicatorBase's rank_in_group and stateless groups; vllm.config's
+PassConfig; init_logger. Ranks are processes on gloo; quickreduce runs on
+its host backend, which stands in for the GPU."""
 
+import logging
 import os
 import sys
 import tempfile
-import textwrap
-import types
+import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import quickreduce as qr  # noqa: E402
-from quickreduce.integrations import sglang as qr_sglang  # noqa: E402
-from quickreduce.integrations import vllm as qr_vllm  # noqa: E402
 from harness import run_processes  # noqa: E402
 
-FAKE_ENGINE = '''
-import torch
-import torch.distributed as dist
+FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
+MiB = 1 << 20
 
 
-class {cls}:
-    """What the adapter relies on: the constructor's arguments and the
-    attributes it sets, and an all-reduce that asks qr_comm first."""
-
-    def __init__(self, cpu_group, device=None, device_group=None, unique_name=""):
-        self.cpu_group = cpu_group
-        self.device = device
-        self.unique_name = unique_name
-        self.world_size = dist.get_world_size(cpu_group)
-        self.qr_comm = None
-        self.ca_comm = self.make_custom_all_reduce()
-
-    def make_custom_all_reduce(self):
-        return None
-
-    def all_reduce(self, t):
-        qr_comm = self.qr_comm
-        if self.ca_comm is not None and self.ca_comm.should_custom_ar(t):
-            return t.clone(), "ca"
-        if qr_comm is not None and not qr_comm.disabled and qr_comm.should_quick_allreduce(t):
-            return qr_comm.quick_all_reduce(t), "qr"
-        out = t.clone()
-        dist.all_reduce(out, group=self.cpu_group)
-        return out, "engine"
-'''
-
-
-def _fake_vllm():
-    names = ["vllm", "vllm.distributed", "vllm.distributed.device_communicators",
-             qr_vllm._MODULE]
-    for n in names:
-        sys.modules[n] = types.ModuleType(n)
-    exec(FAKE_ENGINE.format(cls="CudaCommunicator"), sys.modules[qr_vllm._MODULE].__dict__)
-    return sys.modules[qr_vllm._MODULE].CudaCommunicator
-
-
-def _fake_sglang_on_disk(root):
-    pkg = os.path.join(root, "sglang", "srt", "distributed")
-    os.makedirs(pkg)
-    for d in ("sglang", "sglang/srt", "sglang/srt/distributed"):
-        open(os.path.join(root, d, "__init__.py"), "w").close()
-    with open(os.path.join(pkg, "parallel_state.py"), "w") as f:
-        f.write(textwrap.dedent(FAKE_ENGINE.format(cls="GroupCoordinator")))
-
-
-def _gloo(rank, init_file):
+def _gloo(rank, init_file, world_size=2):
+    sys.path.insert(0, FAKES)
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+                            world_size=world_size)
     return dist
+
+
+def _records(level=None):
+    from vllm.logger import RECORDS
+    return [m for lv, m in RECORDS if level is None or lv == level]
 
 
 def _vllm_rank(rank, init_file):
     dist = _gloo(rank, init_file)
     try:
-        cls = _fake_vllm()
+        from quickreduce.integrations import vllm as qr_vllm
+        from quickreduce.integrations._backend import QuickReduceBackend
+        from vllm.config import (CompilationConfig, PassConfig, VllmConfig,
+                                 set_current_vllm_config)
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
         qr_vllm.register()
         qr_vllm.register()  # idempotent
-        assert cls.__init__._quickreduce
-        tp = cls(dist.group.WORLD, torch.device("cpu"), unique_name="tp:0")
-        pp = cls(dist.group.WORLD, torch.device("cpu"), unique_name="pp:0")
-        assert pp.qr_comm is None
-        assert tp.qr_comm is not None and not tp.qr_comm.disabled
+        w = dist.group.WORLD
+        config = VllmConfig(CompilationConfig(PassConfig(fuse_allreduce_rms=True)))
+        with set_current_vllm_config(config):
+            tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        pp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="pp:0")
+        out = {"pp": pp.qr_comm, "ours": isinstance(tp.qr_comm, QuickReduceBackend),
+               "regime": tp.qr_comm.comm.config["regime"]}
         small = torch.full((64,), float(rank + 1), dtype=torch.float16)
         large = torch.full((1 << 19,), float(rank + 1), dtype=torch.float16)  # 1 MiB
-        a, how_a = tp.all_reduce(small)
-        b, how_b = tp.all_reduce(large)
-        regime = tp.qr_comm.comm.config["regime"]
-        bad = cls(dist.group.WORLD, torch.device("meta"), unique_name="tp:1")  # cannot serve
-        tp.qr_comm.close()
-        return how_a, how_b, a[:2].tolist(), b[:2].tolist(), regime, bad.qr_comm
+        a = tp.all_reduce(small)
+        out["small"] = (tp.taken_by, a[:2].tolist())
+        b = tp.all_reduce(large)
+        out["large"] = (tp.taken_by, b[:2].tolist())
+        # Weakly contiguous (vLLM's is_weak_contiguous): a transposed matrix.
+        base = (torch.arange(512 * 1024) % 97 + rank).to(torch.float16).view(512, 1024)
+        t = base.t()
+        want = ((torch.arange(512 * 1024) % 97) * 2 + 1).to(torch.float16).view(512, 1024).t()
+        c = tp.all_reduce(t)
+        out["transposed"] = (tp.taken_by, torch.equal(c, want), c.stride() == t.stride())
+        out["log"] = _records()
+        # Lifecycle: suspend/resume and checkpoint leave and join again.
+        backend = tp.qr_comm
+        tp.suspend()
+        tp.all_reduce(large)
+        lifecycle = [(tp.suspended, backend.comm is None, tp.taken_by)]
+        tp.resume()
+        lifecycle.append((tp.all_reduce(large)[0].item(), tp.taken_by))
+        tp.checkpoint_prepare()
+        tp.all_reduce(large)
+        lifecycle.append(tp.taken_by)
+        tp.checkpoint_restore()
+        tp.all_reduce(large)
+        lifecycle.append(tp.taken_by)
+        tp.destroy()
+        lifecycle.append((tp.qr_comm, backend.comm, backend.disabled))
+        out["lifecycle"] = lifecycle
+        return out
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("env", [
-    {"QR_QUANTIZATION": "FP", "QR_MIN_SIZE_BYTES_MB": "1"},
-    # vLLM's names alone: the plugin turns on and the library reads them.
-    {"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT8",
-     "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB": "1"},
-], ids=["qr-env", "vllm-env"])
-def test_vllm_plugin_installs_quickreduce_for_tp_groups(env):
+def test_vllm_plugin_serves_tp_groups_and_says_so():
+    env = {"QR_VLLM": "1", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT8",
+           "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB": "1"}
     with tempfile.TemporaryDirectory() as d:
-        results = run_processes(2, _vllm_rank, os.path.join(d, "init"), env=env, timeout=120)
-    want_regime = "FP" if "QR_QUANTIZATION" in env else "INT8"
-    for how_a, how_b, a, b, regime, bad in results:
-        assert (how_a, how_b) == ("engine", "qr")
-        assert a == [3.0, 3.0] and b == [3.0, 3.0]  # 1 + 2 (1 MiB runs one-shot: exact)
-        assert regime == want_regime
-        assert bad is None
+        results = run_processes(2, _vllm_rank, os.path.join(d, "init"), env=env, timeout=180)
+    for r in results:
+        assert r["pp"] is None and r["ours"]
+        assert r["regime"] == "INT8"  # vLLM's variable, read as vLLM reads it
+        assert r["small"] == ("torch", [3.0, 3.0])  # below the 1 MiB floor
+        assert r["large"] == ("qr", [3.0, 3.0])  # 1 MiB runs one-shot: exact
+        assert r["transposed"] == ("qr", True, True)
+        # vLLM's own line, issued again after the install, names QUICK_REDUCE.
+        assert any("Using ['QUICK_REDUCE'] all-reduce backends" in m and "'tp:0'" in m
+                   for m in r["log"]), r["log"]
+        warnings = [m for m in r["log"] if "around it" in m]
+        assert len(warnings) == 1 and "fuse_allreduce_rms" in warnings[0]
+        assert r["lifecycle"] == [(1, True, "torch"), (3.0, "qr"), "torch", "qr",
+                                  (None, None, True)]
 
 
-def test_vllm_plugin_is_opt_in(monkeypatch):
-    for k in ("QR_VLLM", "QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"):
-        monkeypatch.delenv(k, raising=False)
-    assert not qr_vllm.enabled()
-    monkeypatch.setenv("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "NONE")
-    assert not qr_vllm.enabled()
-    monkeypatch.setenv("QR_VLLM", "1")
-    assert qr_vllm.enabled()
-
-
-def test_vllm_plugin_without_vllm_only_warns(monkeypatch, caplog):
-    monkeypatch.setenv("QR_VLLM", "1")
-    monkeypatch.setattr(qr_vllm, "_MODULE", "no_such_vllm.cuda_communicator")
-    monkeypatch.setattr(qr_vllm, "_installed", False)
-    qr_vllm.register()
-    assert not qr_vllm._installed
-    assert "plugin inactive" in caplog.text
-
-
-class _CustomAllReduce:
-    """SGLang's custom all-reduce takes everything in this fake."""
-
-    def should_custom_ar(self, t):
-        return True
-
-
-def _sglang_rank(rank, init_file, root):
+def _switch_rank(rank, init_file):
     dist = _gloo(rank, init_file)
     try:
-        sys.path.insert(0, root)
-        qr_sglang.arm()  # before SGLang is imported, as the .pth file does
-        import sglang.srt.distributed.parallel_state as ps
-        cls = ps.GroupCoordinator
-        assert cls.__init__._quickreduce
-        qr_sglang.install(cls)  # idempotent
-        cls.make_custom_all_reduce = lambda self: _CustomAllReduce()
-        large = torch.full((1 << 19,), float(rank + 1), dtype=torch.float16)
-        tp = cls(dist.group.WORLD, torch.device("cpu"), unique_name="tp:0")
-        first = tp.all_reduce(large)[1]  # SGLang's order: custom all-reduce first
-        regime = tp.qr_comm.comm.config["regime"]
-        tp.qr_comm.close()
-        # QR_SGLANG_FIRST: custom all-reduce declines what quickreduce takes.
-        os.environ["QR_SGLANG_FIRST"] = "1"
-        cls.__init__ = cls.__init__.__wrapped__
-        qr_sglang.install(cls)
-        tp2 = cls(dist.group.WORLD, torch.device("cpu"), unique_name="tp:1")
-        out, how = tp2.all_reduce(large)
-        tp2.qr_comm.close()
-        return first, how, out[:2].tolist(), regime, os.environ.get("QR_QUANTIZATION")
+        from quickreduce.integrations import vllm as qr_vllm
+        from vllm.distributed import parallel_state
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+        qr_vllm.register()  # VLLM_PLUGINS names quickreduce
+        parallel_state.set_custom_all_reduce(False)  # --disable-custom-all-reduce
+        w = dist.group.WORLD
+        off = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        os.environ["QR_VLLM"] = "1"
+        forced = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:1")
+        got = (off.qr_comm, forced.qr_comm is not None and not forced.qr_comm.disabled,
+               [m for m in _records() if "overrides --disable-custom-all-reduce" in m])
+        forced.destroy()
+        return got
     finally:
         dist.destroy_process_group()
 
 
-def test_sglang_patch_arms_on_import_and_honours_its_env():
-    env = {"QR_SGLANG": "1", "ROCM_QUICK_REDUCE_QUANTIZATION": "INT4",
-           "QR_MIN_SIZE_BYTES_MB": "1"}
+def test_vllm_disable_custom_all_reduce_is_honoured_unless_qr_vllm_is_1():
     with tempfile.TemporaryDirectory() as d:
-        root = os.path.join(d, "site")
-        _fake_sglang_on_disk(root)
-        results = run_processes(2, _sglang_rank, os.path.join(d, "init"), root, env=env,
+        results = run_processes(2, _switch_rank, os.path.join(d, "init"),
+                                env={"VLLM_PLUGINS": "quickreduce"}, timeout=120)
+    for off, forced, said in results:
+        assert off is None
+        assert forced and len(said) == 1
+
+
+def test_vllm_own_quick_reduce_variable_does_not_install_quickreduce(monkeypatch, caplog):
+    """Setting vLLM's VLLM_ROCM_QUICK_REDUCE_QUANTIZATION (meant for vLLM's
+    native quick reduce) must not make the plugin replace it."""
+    from quickreduce.integrations import vllm as qr_vllm
+    for k in ("QR_VLLM", "VLLM_PLUGINS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "INT4")
+    monkeypatch.setattr(qr_vllm, "_MODULE", "no_such_module_is_imported")
+    monkeypatch.setattr(qr_vllm, "_installed", False)
+    caplog.set_level(logging.INFO)
+    assert not qr_vllm.enabled()
+    qr_vllm.register()
+    assert not qr_vllm._installed
+    assert "CudaCommunicator not found" not in caplog.text  # it did not even look
+
+
+def _stateless_rank(rank, store_file):
+    sys.path.insert(0, FAKES)
+    import datetime
+    import torch.distributed as dist
+    from quickreduce.integrations import vllm as qr_vllm
+    from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+    # A gloo group torch.distributed has no record of, as vLLM's
+    # stateless_init_torch_distributed_process_group makes for elastic EP.
+    store = dist.FileStore(store_file, 2)
+    pg = dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=60))
+    qr_vllm.register()
+    tp = CudaCommunicator(pg, torch.device("cpu"), unique_name="tp:0", global_ranks=[4, 5],
+                          global_world_size=8)
+    large = torch.full((1 << 19,), float(rank + 1), dtype=torch.float16)
+    out = tp.all_reduce(large)
+    got = (tp.rank_in_group, tp.taken_by, out[:2].tolist())
+    tp.destroy()
+    return got
+
+
+def test_vllm_stateless_group_takes_rank_from_the_communicator():
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _stateless_rank, os.path.join(d, "store"),
+                                env={"QR_VLLM": "1", "QR_MIN_SIZE_BYTES_MB": "1"}, timeout=120)
+    assert results == [(0, "qr", [3.0, 3.0]), (1, "qr", [3.0, 3.0])]
+
+
+def _failure_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    try:
+        from quickreduce.integrations import vllm as qr_vllm
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+        qr_vllm.register()
+        w = dist.group.WORLD
+        tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        b = tp.qr_comm
+        large = torch.full((1 << 19,), 1.0, dtype=torch.float16)
+        before = b.should_quick_allreduce(large)
+        dist.barrier()
+        if rank == 1:
+            b.comm.abort("rank 1 dies")
+            dist.barrier()
+            return before, None, None
+        dist.barrier()
+        deadline = time.monotonic() + 20
+        while b.comm.healthy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        after = b.should_quick_allreduce(large)
+        try:
+            b.quick_all_reduce(large)
+            raised = None
+        except qr.PeerFailed as e:
+            raised = str(e)
+        return before, after, raised
+    finally:
+        dist.destroy_process_group()
+
+
+def test_eligibility_does_not_change_when_a_peer_fails_the_call_raises():
+    """Every survivor must route the same tensor the same way: the answer is a
+    function of the tensor, and the failure comes from the call."""
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _failure_rank, os.path.join(d, "init"),
+                                env={"QR_VLLM": "1", "QR_MIN_SIZE_BYTES_MB": "1"}, timeout=120)
+    before, after, raised = results[0]
+    assert before and after
+    assert raised and "rank 1 dies" in raised
+    assert results[1][0]
+
+
+def _invariant_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    try:
+        from quickreduce.integrations import vllm as qr_vllm
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+        qr_vllm.register()
+        w = dist.group.WORLD
+        tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        g = torch.Generator().manual_seed(7 + rank)
+        got = []
+        for n in (1 << 15, 1 << 20):  # 64 KiB (under the 1 MiB floor), 2 MiB (two-shot)
+            x = torch.randn(n, generator=g).to(torch.float16)
+            peer = [torch.empty_like(x) for _ in range(2)]
+            dist.all_gather(peer, x)
+            exact = (peer[0].float() + peer[1].float()).to(torch.float16)
+            y = tp.all_reduce(x)
+            got.append((tp.taken_by, torch.equal(y, exact)))
+        tp.destroy()
+        return got
+    finally:
+        dist.destroy_process_group()
+
+
+def test_batch_invariance_takes_every_size_in_fp():
+    env = {"QR_VLLM": "1", "VLLM_BATCH_INVARIANT": "1", "QR_QUANTIZATION": "INT4",
+           "QR_MIN_SIZE_BYTES_MB": "1", "QR_ONE_SHOT_MAX_KB": "0"}
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _invariant_rank, os.path.join(d, "init"), env=env,
                                 timeout=120)
-    for first, how, out, regime, qr_env in results:
-        assert first == "ca"
-        assert (how, out) == ("qr", [3.0, 3.0])
-        assert regime == "INT4" and qr_env == "INT4"  # from ROCM_QUICK_REDUCE_QUANTIZATION
+    for r in results:
+        assert r == [("qr", True), ("qr", True)]
 
 
-def test_sglang_arm_does_nothing_unless_asked(monkeypatch):
-    monkeypatch.delenv("QR_SGLANG", raising=False)
-    before = list(sys.meta_path)
-    qr_sglang.arm()
-    assert sys.meta_path == before
+def _fp_rank(rank, group):
+    g = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(3 << 16, generator=g).to(torch.float16)  # 384 KiB
+    with qr.Communicator(group, rank, 4) as c:
+        y = c.all_reduce(x, regime="FP")
+        return y.numpy().tobytes(), c.config["one_shot_ceiling_bytes"]["4"]
+
+
+def test_one_shot_and_two_shot_fp_give_the_same_bits(group_name):
+    """What batch invariance rests on: FP's result does not depend on which
+    algorithm the size picks (four ranks, so the order of the sum matters)."""
+    one = run_processes(4, _fp_rank, group_name + "a", env={"QR_ONE_SHOT_MAX_KB": "1024"})
+    two = run_processes(4, _fp_rank, group_name + "b", env={"QR_ONE_SHOT_MAX_KB": "0"})
+    assert one[0][1] == 1024 * 1024 and two[0][1] == 0
+    assert all(r[0] == one[0][0] for r in one + two)

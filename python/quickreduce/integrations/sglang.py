@@ -1,82 +1,166 @@
 """SGLang adapter: installs quickreduce into GroupCoordinator's `qr_comm`
-slot (the "qr" all-reduce method), on NVIDIA too. Opt-in: QR_SGLANG=1.
+slot (the "qr" all-reduce method), on NVIDIA too, where SGLang builds its own
+only on ROCm.
 
-SGLang has no plugin entry point and spawns its workers, so the wheel ships
-a .pth file that, when QR_SGLANG=1, arms an import hook in every interpreter:
-the moment sglang.srt.distributed.parallel_state is imported, patch() runs.
-Calling patch() by hand after importing SGLang does the same.
+Two ways in, one policy (_policy.py: opt-in with QR_SGLANG=1 or SGLANG_PLUGINS
+naming quickreduce; use_custom_allreduce=False honoured unless QR_SGLANG=1):
+- SGLang's plugin system: the wheel declares the `sglang.srt.plugins` entry
+  point quickreduce = quickreduce.integrations.sglang:register, which
+  registers AFTER hooks on GroupCoordinator.__init__ and .destroy with
+  SGLang's HookRegistry (load_plugins() runs it in every process).
+- SGLang without a plugin system: the wheel's .pth file arms an import hook
+  in every interpreter when QR_SGLANG=1; the moment
+  sglang.srt.distributed.parallel_state is imported, patch() wraps the same
+  two methods. The hook stands down where the plugin system will do it.
 
-SGLang's own variables (ROCM_QUICK_REDUCE_QUANTIZATION, ..._CAST_BF16_TO_FP16,
-..._MAX_SIZE_BYTES_MB) become QR_* defaults when the QR_* ones are unset;
-regimes are matched by name (SGLang's enum numbers them differently).
-On CUDA, SGLang asks its custom all-reduce before "qr"; QR_SGLANG_FIRST=1 makes
-custom all-reduce decline what quickreduce takes.
+SGLang's ROCM_QUICK_REDUCE_* and AITER's AITER_QUICK_REDUCE_* variables are
+read with their meaning (_aliases.py: MAX_SIZE_BYTES_MB=0 is 2 GB). On CUDA,
+SGLang asks its custom all-reduce before "qr"; QR_SGLANG_FIRST=1 makes custom
+all-reduce decline what quickreduce takes. Only groups whose unique_name
+starts with "tp" get quickreduce (DP attention's "attention_tp" runs with
+custom all-reduce off and is left alone).
 
-Written against SGLang's parallel_state.py and quick_all_reduce.py as read for
-docs/python.md (the port of PR #6619); guarded like the vLLM plugin.
+Written against sgl-project/sglang python/sglang/srt/distributed/
+parallel_state.py @0005973a (GroupCoordinator: constructor, all_reduce,
+_resolve_outplace_all_reduce_method, graph_capture, destroy),
+python/sglang/srt/plugins/__init__.py @0298b5b4 and plugins/hook_registry.py
+@106f37ce (HookRegistry.register(target, hook, HookType.AFTER): hook(result,
+*args, **kwargs)).
 """
 
+import importlib
 import importlib.abc
 import importlib.util
 import logging
 import os
 import sys
 
-from ._backend import WORLD_SIZES, QuickReduceBackend, wrap_init
-
-logger = logging.getLogger("quickreduce")
+from . import _aliases, _policy
+from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 MODULE = "sglang.srt.distributed.parallel_state"
-_ENV_ALIASES = {
-    "ROCM_QUICK_REDUCE_QUANTIZATION": "QR_QUANTIZATION",
-    "ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16": "QR_CAST_BF16_TO_FP16",
-    "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB": "QR_MAX_SIZE_BYTES_MB",
-}
+PLUGIN_GROUP = "sglang.srt.plugins"
+_registered = False
+
+
+def logger():
+    """A child of SGLang's "sglang" logger, so SGLang's handlers print it."""
+    return logging.getLogger("sglang.srt.distributed.quickreduce")
 
 
 def enabled():
-    return os.environ.get("QR_SGLANG") == "1"
+    return _policy.enabled("sglang")
 
 
-def _apply_env_aliases():
-    for theirs, ours in _ENV_ALIASES.items():
-        if theirs in os.environ and ours not in os.environ:
-            os.environ[ours] = os.environ[theirs]
+def active_bypasses(coordinator):
+    """The SGLang settings that send this group's all-reduces around "qr"."""
+    active = set()
+    try:
+        from sglang.srt.server_args import get_global_server_args
+        args = get_global_server_args()
+    except Exception:
+        args = None
+    if getattr(args, "enable_flashinfer_allreduce_fusion", False):
+        active.add("enable_flashinfer_allreduce_fusion")
+    symm = getattr(coordinator, "is_symmetric_memory_enabled", None)
+    symm_on = symm() if callable(symm) else bool(getattr(args, "enable_symm_mem", False))
+    if symm_on and os.environ.get("QR_SGLANG_FIRST") == "1":
+        active.add("enable_symm_mem+QR_SGLANG_FIRST")
+    return active
+
+
+def _after_init(self, *_):
+    log = logger()
+    name = str(getattr(self, "unique_name", ""))
+    if not name.startswith("tp") or getattr(self, "world_size", None) not in WORLD_SIZES:
+        return
+    if not _policy.admit("sglang", not getattr(self, "use_custom_allreduce", True),
+                         "use_custom_allreduce=False (--disable-custom-all-reduce)", log.info):
+        log.info("quickreduce: not installed into %s: SGLang's custom all-reduce is disabled "
+                 "(set QR_SGLANG=1 to install it anyway)", name)
+        return
+    native = getattr(self, "qr_comm", None)
+    if native is not None and not getattr(native, "disabled", True) and \
+            _policy.keep_native("sglang"):
+        return
+    ranks = getattr(self, "ranks", None)
+    backend = QuickReduceBackend(self.cpu_group, self.device,
+                                 label="sglang-" + name.replace(":", "-"),
+                                 rank=getattr(self, "rank_in_group", None),
+                                 world_size=self.world_size, src=ranks[0] if ranks else None,
+                                 batch_invariant=_policy.batch_invariant("sglang"), log=log)
+    if backend.disabled:
+        return
+    if native is not None and hasattr(native, "close"):
+        native.close()
+    self.qr_comm = backend
+    log.info("quickreduce serves the out-of-place all-reduces of group '%s' that SGLang "
+             "routes to \"qr\"", name)
+    ca = getattr(self, "ca_comm", None)
+    if os.environ.get("QR_SGLANG_FIRST") == "1" and ca is not None and \
+            hasattr(ca, "should_custom_ar"):
+        native_should = ca.should_custom_ar
+        ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native_should(t)
+    _policy.warn_bypass_once("sglang", active_bypasses(self), log.warning)
+
+
+def _after_destroy(self, *_):
+    b = backend_of(self)
+    if b is not None:
+        b.close()
+        self.qr_comm = None
 
 
 def install(group_coordinator_class):
-    """Wraps group_coordinator_class.__init__ (idempotent)."""
-    first = os.environ.get("QR_SGLANG_FIRST") == "1"
-
-    def after(self):
-        name = str(getattr(self, "unique_name", ""))
-        if not name.startswith("tp") or getattr(self, "world_size", None) not in WORLD_SIZES:
-            return
-        current = getattr(self, "qr_comm", None)
-        if current is not None and not getattr(current, "disabled", True):
-            return  # SGLang's own quick reduce is active (ROCm)
-        backend = QuickReduceBackend(self.cpu_group, self.device,
-                                     label="sglang-" + name.replace(":", "-"))
-        if backend.disabled:
-            return
-        self.qr_comm = backend
-        ca = getattr(self, "ca_comm", None)
-        if first and ca is not None and hasattr(ca, "should_custom_ar"):
-            native = ca.should_custom_ar
-            ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native(t)
-
-    wrap_init(group_coordinator_class, after)
+    """Wraps GroupCoordinator.__init__ and .destroy (idempotent)."""
+    wrap_method(group_coordinator_class, "__init__", _after_init, logger())
+    wrap_method(group_coordinator_class, "destroy", _after_destroy, logger())
 
 
 def patch(module=None):
     """Installs into SGLang's GroupCoordinator (imports it unless given)."""
-    _apply_env_aliases()
+    try:
+        _aliases.apply("sglang", log=logger().info)
+    except _aliases.AliasError as e:
+        logger().warning("quickreduce: %s", e)
+        return
     try:
         if module is None:
             module = importlib.import_module(MODULE)
         install(module.GroupCoordinator)
     except Exception as e:
-        logger.warning("quickreduce: SGLang's GroupCoordinator not found (%s); not patched", e)
+        logger().warning("quickreduce: SGLang's GroupCoordinator not found (%s); not patched", e)
+
+
+def register():
+    """The sglang.srt.plugins entry point: AFTER hooks through SGLang's
+    HookRegistry, applied by load_plugins() right after the plugins ran."""
+    global _registered
+    if _registered or not enabled():
+        return
+    try:
+        _aliases.apply("sglang", log=logger().info)
+    except _aliases.AliasError as e:
+        logger().warning("quickreduce: %s", e)
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    target = MODULE + ".GroupCoordinator."
+    HookRegistry.register(target + "__init__", lambda result, self, *a, **k: _after_init(self),
+                          HookType.AFTER)
+    HookRegistry.register(target + "destroy", lambda result, self, *a, **k: _after_destroy(self),
+                          HookType.AFTER)
+    _registered = True
+
+
+def plugin_system_will_install():
+    """True when SGLang has its plugin system and quickreduce's entry point is
+    installed: register() then does the work and the .pth hook stands down."""
+    if importlib.util.find_spec("sglang.srt.plugins") is None:
+        return False
+    from importlib.metadata import entry_points
+    eps = entry_points()
+    group = eps.select(group=PLUGIN_GROUP) if hasattr(eps, "select") else eps.get(PLUGIN_GROUP, [])
+    return any(e.name == _policy.PLUGIN_NAME for e in group)
 
 
 class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -103,14 +187,17 @@ class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._inner.exec_module(module)
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        patch(module)
+        if not plugin_system_will_install():
+            patch(module)
 
 
 def arm():
-    """Patches SGLang now if it is imported, else as soon as it is (QR_SGLANG=1 only)."""
-    if not enabled():
+    """The .pth hook (QR_SGLANG=1 only): patches SGLang now if it is imported,
+    else as soon as it is, unless its plugin system will install quickreduce."""
+    if os.environ.get("QR_SGLANG") != "1":
         return
     if MODULE in sys.modules:
-        patch(sys.modules[MODULE])
+        if not plugin_system_will_install():
+            patch(sys.modules[MODULE])
     elif not any(isinstance(f, _Hook) for f in sys.meta_path):
         sys.meta_path.insert(0, _Hook())

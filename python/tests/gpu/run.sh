@@ -2,6 +2,8 @@
 # The Python layer's GPU tests, on the GPU machine (torch with CUDA, pytest,
 # numpy; no Bazel), over what python/tests/gpu/stage.sh put in .device/python:
 #   bash python/tests/gpu/run.sh            # results: $OUT/python-gpu.xml and .log
+# (test_gpu.py, and vLLM's quick all-reduce test bodies through the vLLM
+# plugin: test_vllm_quick_all_reduce.py)
 # Two GPUs: one rank on each. One GPU: both ranks on it under NVIDIA MPS with
 # QR_ALLOW_SHARED_DEVICE=1. Also runs the CPU torch suites with this torch
 # (torch.compile exists here) and the per-call overhead measurement.
@@ -29,16 +31,20 @@ else
 fi
 echo "python-gpu: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)') gpus=$QR_TEST_GPUS mps=$mps"
 python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
-  python/tests/gpu/test_gpu.py 2>&1 | tee "$out/python-gpu.log"
+  python/tests/gpu/test_gpu.py python/tests/gpu/test_vllm_quick_all_reduce.py 2>&1 |
+  tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
 # shared-device mode. All of test_torch.py in one process is the regression
 # test for forking ranks from a parent that already ran torch ops (the
 # compiled fallback case stalled that way with torch 2.11; harness.py now
-# starts them from a fork server).
+# starts them from a fork server). The adapters' suites run here too, for
+# torch 2.x (CI's CPU tests have Debian's torch 1.13).
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
-  python/tests/test_torch.py python/tests/test_library.py 2>&1 | tee "$out/python-cpu.log"
+  python/tests/test_torch.py python/tests/test_library.py python/tests/test_integrations.py \
+  python/tests/test_integrations_sglang.py python/tests/test_vllm_quick_all_reduce.py 2>&1 |
+  tee "$out/python-cpu.log"
 (( PIPESTATUS[0] == 0 )) || rc=1
 python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
   --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
