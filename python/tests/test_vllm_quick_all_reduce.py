@@ -7,7 +7,7 @@ all-reduce plays the other backend. Regimes come in through vLLM's own
 variable, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION, as vLLM's test sets them.
 Here at 1-2 Mi elements with one-shot off (QR_ONE_SHOT_MAX_KB=0), so that
 every regime's codec runs and CI's two cores finish in seconds; the GPU run
-(gpu/test_vllm_quick_all_reduce.py) uses vLLM's sizes and CUDA graphs.
+(gpu/test_gpu_vllm_port.py) uses vLLM's sizes and CUDA graphs.
 
 INT3 misses the tolerance: quickreduce's INT3 scales each 32-value block by
 its largest magnitude (docs/codecs.md section 6), so randint(1, 23) data

@@ -15,7 +15,7 @@ and without vLLM's process groups: the caller hands in the pieces.
 INT3's error is wider: atol 5.5 for it.
 
 Used by test_vllm_quick_all_reduce.py (host backend, no capture) and
-gpu/test_vllm_quick_all_reduce.py (CUDA graphs, one H200 under MPS or two GPUs).
+gpu/test_gpu_vllm_port.py (CUDA graphs, one H200 under MPS or two GPUs).
 """
 
 import random
