@@ -87,6 +87,8 @@ def _pth_rank(rank, init_file, root):
         # with symmetric memory on, that sends it to pynccl: a warning says so.
         os.environ["QR_SGLANG_FIRST"] = "1"
         ps.SYMM_MEM = True
+        from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+        set_global_server_args_for_scheduler(ServerArgs(enable_flashinfer_allreduce_fusion=True))
         tp2 = _coordinator(ps, "tp")
         ps.SYMM_MEM = False
         y = tp2.all_reduce(large)
@@ -119,7 +121,9 @@ def test_sglang_pth_hook_without_a_plugin_system():
         assert r["qr_first"] == ("qr", [3.0, 3.0])
         assert r["captured"] == "qr"
         assert r["destroyed"] == (None, None)
-        assert len(r["warnings"]) == 1 and "--enable-symm-mem" in r["warnings"][0]
+        assert len(r["warnings"]) == 1
+        assert "--enable-symm-mem" in r["warnings"][0]
+        assert "--enable-flashinfer-allreduce-fusion" in r["warnings"][0]
 
 
 def _plugin_rank(rank, init_file, root):

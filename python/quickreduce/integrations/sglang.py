@@ -143,7 +143,13 @@ def register():
     except _aliases.AliasError as e:
         logger().warning("quickreduce: %s", e)
         return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    try:
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    except ImportError as e:  # a plugin system without the registry: patch directly
+        logger().info("quickreduce: SGLang's HookRegistry not found (%s); patching", e)
+        patch()
+        _registered = True
+        return
     target = MODULE + ".GroupCoordinator."
     HookRegistry.register(target + "__init__", lambda result, self, *a, **k: _after_init(self),
                           HookType.AFTER)

@@ -3,7 +3,8 @@
 # numpy; no Bazel), over what python/tests/gpu/stage.sh put in .device/python:
 #   bash python/tests/gpu/run.sh            # results: $OUT/python-gpu.xml and .log
 # (test_gpu.py, and vLLM's quick all-reduce test bodies through the vLLM
-# plugin: test_vllm_quick_all_reduce.py)
+# plugin: test_gpu_vllm_port.py; arguments, when given, name the GPU test
+# files to run instead, e.g. python/tests/gpu/test_gpu_vllm_port.py)
 # Two GPUs: one rank on each. One GPU: both ranks on it under NVIDIA MPS with
 # QR_ALLOW_SHARED_DEVICE=1. Also runs the CPU torch suites with this torch
 # (torch.compile exists here) and the per-call overhead measurement.
@@ -13,6 +14,8 @@ root=$PWD
 staged=$root/.device/python
 out=${OUT:-/tmp/qr-python-gpu}
 mkdir -p "$out"
+gpu_tests=("$@")
+(( ${#gpu_tests[@]} )) || gpu_tests=(python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_vllm_port.py)
 [[ -f $staged/libquickreduce.so ]] || { echo "run.sh: $staged is missing: run python/tests/gpu/stage.sh first" >&2; exit 1; }
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1
@@ -31,7 +34,7 @@ else
 fi
 echo "python-gpu: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)') gpus=$QR_TEST_GPUS mps=$mps"
 python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
-  python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_vllm_port.py 2>&1 |
+  "${gpu_tests[@]}" 2>&1 |
   tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
