@@ -136,6 +136,36 @@ def test_vllm_disable_custom_all_reduce_is_honoured_unless_qr_vllm_is_1():
         assert forced and len(said) == 1
 
 
+def _native_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    try:
+        from quickreduce.integrations import vllm as qr_vllm
+        from quickreduce.integrations._backend import QuickReduceBackend
+        from vllm.distributed.device_communicators import cuda_communicator as cc
+        qr_vllm.register()
+        cc.IS_ROCM = True  # vLLM builds its native quick reduce first
+        w = dist.group.WORLD
+        taken = cc.CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        os.environ["QR_VLLM_KEEP_NATIVE"] = "1"
+        kept = cc.CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:1")
+        from vllm.distributed.device_communicators.quick_all_reduce import INSTANCES
+        got = (isinstance(taken.qr_comm, QuickReduceBackend), INSTANCES[0].closed,
+               kept.qr_comm is INSTANCES[1], INSTANCES[1].closed)
+        taken.destroy()
+        return got
+    finally:
+        dist.destroy_process_group()
+
+
+def test_vllm_opted_in_takes_the_native_slot_unless_kept():
+    """One policy on ROCm: once opted in, quickreduce takes the slot (the
+    native one closed); QR_VLLM_KEEP_NATIVE=1 keeps vLLM's."""
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _native_rank, os.path.join(d, "init"),
+                                env={"QR_VLLM": "1"}, timeout=120)
+    assert results == [(True, True, True, False)] * 2
+
+
 def test_vllm_own_quick_reduce_variable_does_not_install_quickreduce(monkeypatch, caplog):
     """Setting vLLM's VLLM_ROCM_QUICK_REDUCE_QUANTIZATION (meant for vLLM's
     native quick reduce) must not make the plugin replace it."""

@@ -17,7 +17,7 @@ from vllm.logger import init_logger
 from .base_device_communicator import DeviceCommunicatorBase
 
 logger = init_logger(__name__)
-IS_ROCM = False
+IS_ROCM = False  # current_platform.is_rocm(): vLLM builds its own quick reduce
 
 
 class CudaCommunicator(DeviceCommunicatorBase):
@@ -45,7 +45,8 @@ class CudaCommunicator(DeviceCommunicatorBase):
             self.ca_comm = CustomAllreduce(group=self.cpu_group, device=self.device,
                                            symm_mem_enabled=False)
         if use_custom_allreduce and self.world_size > 1 and IS_ROCM:
-            raise AssertionError("the fake has no ROCm QuickAllReduce")
+            from .quick_all_reduce import QuickAllReduce
+            self.qr_comm = QuickAllReduce(group=self.cpu_group, device=self.device)
         if self.world_size > 1:
             self._log_all_reduce_backend_selection()
         self.taken_by = None
