@@ -75,7 +75,11 @@ qr_status qr_join(const qr_join_options* opts, qr_comm** out);
 
 /* 1 when qr_all_reduce would run quick-reduce for a message of `bytes` bytes
  * of `dtype` under the configured regime (not NONE, bytes % 16 == 0,
- * min <= bytes <= max, group healthy), else 0. c == NULL gives 0. */
+ * min <= bytes <= max), else 0. c == NULL gives 0. A pure function of the
+ * message and the configuration, never of the group's health: after a peer
+ * dies every rank still answers the same, so no two ranks route one call to
+ * different backends (the rank on the other backend would hang); the call
+ * itself then fails with QR_PEER_FAILED / QR_TIMEOUT. */
 int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
 
 /* Sums `count` elements of `dtype` across the group into out (in == out
