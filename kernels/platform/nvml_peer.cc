@@ -40,16 +40,23 @@ const Nvml* Load() {
   return loaded;
 }
 
+// NVML by PCI bus id. The runtime names GPUs "0000:19:00.0"; NVML's own
+// form has an 8-digit domain ("00000000:19:00.0"), so that one is tried too.
+bool Lookup(const Nvml& nvml, const std::string& id, NvmlDevice* d) {
+  if (nvml.by_pci(id.c_str(), d) == kNvmlSuccess) return true;
+  const size_t colon = id.find(':');
+  if (colon == std::string::npos || colon >= 8) return false;
+  const std::string wide = std::string(8 - colon, '0') + id;
+  return nvml.by_pci(wide.c_str(), d) == kNvmlSuccess;
+}
+
 }  // namespace
 
 std::optional<bool> NvmlPeerAccess(const std::string& a, const std::string& b) {
   const Nvml* nvml = Load();
   if (nvml == nullptr) return std::nullopt;
   NvmlDevice da = nullptr, db = nullptr;
-  if (nvml->by_pci(a.c_str(), &da) != kNvmlSuccess ||
-      nvml->by_pci(b.c_str(), &db) != kNvmlSuccess) {
-    return std::nullopt;
-  }
+  if (!Lookup(*nvml, a, &da) || !Lookup(*nvml, b, &db)) return std::nullopt;
   for (int index : {kP2PRead, kP2PWrite}) {
     int status = -1;
     if (nvml->p2p(da, db, index, &status) != kNvmlSuccess) return std::nullopt;
@@ -61,7 +68,7 @@ std::optional<bool> NvmlPeerAccess(const std::string& a, const std::string& b) {
 bool NvmlKnows(const std::string& id) {
   const Nvml* nvml = Load();
   NvmlDevice d = nullptr;
-  return nvml != nullptr && nvml->by_pci(id.c_str(), &d) == kNvmlSuccess;
+  return nvml != nullptr && Lookup(*nvml, id, &d);
 }
 
 }  // namespace qr::gpu
