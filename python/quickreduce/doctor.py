@@ -74,10 +74,8 @@ def check_stacks(environ, vllm_config=None, sglang_config=None):
             out.append(finding(
                 stack + "-bypass", "problem",
                 "%s: %s, so quickreduce never sees those all-reduces" % (name, why_bypass),
-                remedy="turn %s off (%s) to route tensor-parallel all-reduces to quickreduce" %
-                (name, "-cc.pass_config.%s=False" % name if stack == "vllm" else
-                 "--" + name.replace("_", "-") + " off" if name != "enable_symm_mem" else
-                 "drop --enable-symm-mem or QR_SGLANG_FIRST"),
+                remedy="to route those all-reduces to quickreduce: " +
+                stack_info.remedy(stack, name),
                 data={"setting": name}))
         if settings is None:
             hint = ("vLLM's optimization level decides fuse_allreduce_rms, enable_sp and "
@@ -162,7 +160,9 @@ def diagnose(environ=None, vllm_config=None, sglang_config=None, skip_all_reduce
     found, config, devices = check_library()
     if config is not None:
         found += checks.check_gpus(devices)
-        found += checks.check_versions(devices, torch_cuda_version())
+        # torch's CUDA only matters beside a GPU (and importing it takes seconds).
+        has_gpu = bool(devices.get("devices"))
+        found += checks.check_versions(devices, torch_cuda_version() if has_gpu else None)
         found += checks.check_shm(config, bool(devices.get("devices")), shm_dir, statvfs)
     found += checks.check_socket_dir(environ, os.geteuid(), os.getuid())
     found += check_stacks(environ, vllm_config, sglang_config)

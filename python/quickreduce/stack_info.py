@@ -99,6 +99,17 @@ def bypasses(stack, settings, environ=None):
     return out
 
 
+def remedy(stack, setting):
+    """How to turn a bypassing setting off, in the stack's own terms."""
+    if stack == "vllm":
+        return "-cc.pass_config.%s=False (or the same key in --compilation-config)" % setting
+    if setting == "enable_symm_mem":
+        return "drop --enable-symm-mem, or unset QR_SGLANG_FIRST"
+    return ("drop --%s; SGLang also turns it on by itself for some models on SM90/SM100, so "
+            "check its start-up log for \"Enable FlashInfer AllReduce Fusion\"" %
+            setting.replace("_", "-"))
+
+
 def undecided(stack, settings):
     """vLLM passes left to its optimization level (unset in `settings`)."""
     if stack != "vllm":

@@ -308,3 +308,11 @@ def test_gpu_all_reduce_is_tried_on_two_gpus_only():
     found = doctor.check_all_reduce(1, run_ranks=record)
     assert asked == [("host", "host")]
     assert _by_check(found, "allreduce-gpu")[0]["status"] == "info"
+
+
+def test_sglang_fusion_fails_the_command_with_sglangs_own_flag_in_the_remedy():
+    cfg = json.dumps({"enable_flashinfer_allreduce_fusion": True})
+    r = _doctor(["--skip-allreduce", "--sglang-config", cfg])
+    assert r.returncode == 1, r.stdout.decode()
+    assert b"remedy (sglang-bypass): to route those all-reduces to quickreduce: drop " \
+        b"--enable-flashinfer-allreduce-fusion" in r.stdout
