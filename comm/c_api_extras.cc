@@ -13,6 +13,7 @@
 #include "comm/c_api_internal.h"
 #include "comm/communicator.h"
 #include "comm/config.h"
+#include "comm/host_backend.h"
 #include "comm/policy.h"
 #include "comm/quickreduce.h"
 #include "common/limits.h"
@@ -20,6 +21,7 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "ipc/names.h"
+#include "ipc/segment.h"
 #include "kernels/error_bound.h"
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/platform.h"
@@ -51,6 +53,7 @@ json ConfigJson(const Config& config, const int* world_sizes, int num_world_size
   j["allow_shared_device"] = config.allow_shared_device;
   json ceilings = json::object();
   json floors = json::object();
+  json shm = json::object();
   for (int i = 0; i < num_world_sizes; ++i) {
     const int ws = world_sizes[i];
     const std::string key = std::to_string(ws);
@@ -61,9 +64,15 @@ json ConfigJson(const Config& config, const int* world_sizes, int num_world_size
       row[DTypeName(d)] = floor == kNeverEligible ? json(nullptr) : json(floor);
     }
     floors[key] = row;
+    // What a group of this size puts in /dev/shm (all ranks together).
+    const uint64_t segment = ipc::GroupSegmentBytes(ws);
+    shm[key] = {{"gpu", segment},
+                {"host", segment + static_cast<uint64_t>(ws) *
+                                       HostSegmentBytes(ws, OneShotCeilingBytes(config, ws))}};
   }
   j["one_shot_ceiling_bytes"] = ceilings;
   j["min_size_bytes"] = floors;
+  j["shm_bytes"] = shm;
   return j;
 }
 

@@ -68,6 +68,49 @@ TEST(CApiExtrasTest, ConfigJsonShowsTheEnvironment) {
   EXPECT_TRUE(j["quantization_min_size_bytes"].is_null());
 }
 
+// What a group puts in /dev/shm follows the library's geometry: the group
+// segment for every backend, plus one data object per rank on the host
+// backend, whose one-shot region follows the ceiling (python/tests/
+// test_doctor.py checks the numbers against a real group's objects).
+TEST(CApiExtrasTest, ConfigJsonSaysWhatAGroupNeedsInSharedMemory) {
+  const char* text = qr_config_json(nullptr);
+  ASSERT_NE(text, nullptr) << qr_last_error();
+  const json big = json::parse(text)["shm_bytes"];
+  uint64_t previous_gpu = 0;
+  for (const char* ws : {"2", "4", "8"}) {
+    SCOPED_TRACE(ws);
+    const uint64_t gpu = big[ws]["gpu"], host = big[ws]["host"];
+    EXPECT_GT(gpu, previous_gpu);                    // one slot per member
+    EXPECT_GT(host, gpu + 4 * (uint64_t{1} << 20));  // at least the two-shot slots
+    previous_gpu = gpu;
+  }
+  ScopedEnv m("QR_ONE_SHOT_MAX_KB", "0");  // no one-shot region
+  text = qr_config_json(nullptr);
+  ASSERT_NE(text, nullptr) << qr_last_error();
+  const json small = json::parse(text)["shm_bytes"];
+  EXPECT_EQ(small["2"]["gpu"], big["2"]["gpu"]);
+  EXPECT_LT(small["2"]["host"], big["2"]["host"]);
+}
+
+// The device view works without a GPU (CI) and with one: an n x n matrix
+// whose diagonal is null.
+TEST(CApiExtrasTest, DevicesJsonListsTheVisibleGpusAndTheirPeerMatrix) {
+  const char* text = qr_devices_json();
+  ASSERT_NE(text, nullptr) << qr_last_error();
+  const json j = json::parse(text);
+  ASSERT_TRUE(j["devices"].is_array());
+  const size_t n = j["devices"].size();
+  EXPECT_TRUE(j["runtime_version"].is_number_integer());
+  EXPECT_TRUE(j["driver_version"].is_number_integer());
+  ASSERT_EQ(j["peer_access"].size(), n);
+  ASSERT_EQ(j["peer_access_source"].size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(j["peer_access"][i].size(), n);
+    EXPECT_TRUE(j["peer_access"][i][i].is_null());
+    EXPECT_TRUE(j["devices"][i]["pci_bus_id"].is_string());
+  }
+}
+
 TEST(CApiExtrasTest, ConfigJsonRefusesAnInvalidEnvironment) {
   ScopedEnv q("QR_QUANTIZATION", "INT5");
   EXPECT_EQ(qr_config_json(nullptr), nullptr);

@@ -78,12 +78,6 @@ struct Communicator::Impl {
     return s.ok() ? s : Fail(s);
   }
 
-  // qr_should_all_reduce's half of the same reading.
-  bool Healthy() const {
-    bool aborted = false;
-    return !left && Observe(&aborted).ok() && !aborted;
-  }
-
   Status Run(const void* in, void* out, size_t count, DType dtype, Regime regime, bool cast,
              bool apply_threshold, void* stream);
 };
@@ -230,8 +224,7 @@ const Config& Communicator::config() const { return impl_->config; }
 uint64_t Communicator::generation() const { return impl_->left ? 0 : impl_->group->generation(); }
 
 bool Communicator::ShouldAllReduce(size_t bytes, DType dtype) const {
-  return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size,
-                             impl_->Healthy());
+  return qr::ShouldAllReduce(impl_->config, bytes, dtype, impl_->options.world_size);
 }
 
 bool Communicator::ShouldAllReduce(size_t bytes, DType dtype, Regime regime,
@@ -239,7 +232,7 @@ bool Communicator::ShouldAllReduce(size_t bytes, DType dtype, Regime regime,
   Config forced = impl_->config;
   forced.regime = regime;
   forced.cast_bf16_to_fp16 = cast_bf16_to_fp16;
-  return qr::ShouldAllReduce(forced, bytes, dtype, impl_->options.world_size, impl_->Healthy());
+  return qr::ShouldAllReduce(forced, bytes, dtype, impl_->options.world_size);
 }
 
 Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype, void* stream) {

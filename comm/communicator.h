@@ -57,7 +57,10 @@ class Communicator {
   const Config& config() const;
   uint64_t generation() const;
 
-  // The policy for the configured regime (comm/policy.h) and group health.
+  // The policy for the configured regime (comm/policy.h): a pure function of
+  // the message and the configuration, never of the group's health (ranks
+  // that answered differently after a failure would route one call to
+  // different backends); a failed group makes AllReduce itself fail.
   bool ShouldAllReduce(size_t bytes, DType dtype) const;
   // The same rule for `regime` and cast (the bf16 min-size row) in place of
   // the configured ones: what the forced-regime AllReduce is eligible for.

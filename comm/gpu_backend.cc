@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
+#include "comm/topology.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -18,6 +19,7 @@
 #include "kernels/gpu/max_blocks_shared.h"
 #include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/two_shot.h"
+#include "kernels/platform/device_info.h"
 #include "kernels/platform/gpu_api.h"
 
 namespace qr {
@@ -81,15 +83,22 @@ class GpuBackend final : public Backend {
       return InternalError("expected " + std::to_string(ws_) + " members, got " +
                            std::to_string(members.size()));
     }
-    // Peer GPUs visible in this process, by PCI bus id.
-    std::vector<std::string> visible;
-    for (int d = 0; d < gpu::DeviceCount(); ++d) {
-      QR_ASSIGN_OR_RETURN(std::string id, gpu::PciBusId(d));
-      visible.push_back(id);
-    }
-    std::vector<std::string> devices;
+    std::vector<std::string> devices(ws_);
     for (const PeerBuffer& m : members) {
-      devices.push_back(m.device_id);
+      if (m.rank < 0 || m.rank >= ws_) return InternalError("member rank out of range");
+      devices[m.rank] = m.device_id;
+    }
+    // Every pair of the group's GPUs, not only this rank's, by PCI bus id
+    // (comm/topology.h): also with one visible GPU per process.
+    std::vector<std::string> undecided;
+    QR_RETURN_IF_ERROR(CheckPeerAccess(devices, &gpu::PeerAccessByPciBusId, &undecided));
+    for (const std::string& pair : undecided) {
+      Log().info(
+          "GPU backend rank {}: peer access {} is not known here; opening the handles and "
+          "the join barrier's stores decide it",
+          rank_, pair);
+    }
+    for (const PeerBuffer& m : members) {
       if (m.rank == rank_) continue;
       const std::string who = "rank " + std::to_string(m.rank);
       if (m.kind != ipc::BlobKind::kGpuIpcHandle) {
@@ -97,16 +106,6 @@ class GpuBackend final : public Backend {
       }
       if (m.buffer_bytes != layout_.total) {
         return InvalidArgumentError(who + " has a different buffer geometry");
-      }
-      // A peer on this very GPU (the broker admitted it: every rank set
-      // QR_ALLOW_SHARED_DEVICE) needs no peer-to-peer path.
-      for (size_t d = 0; d < visible.size(); ++d) {
-        if (visible[d] != m.device_id || m.device_id == pci_) continue;
-        QR_ASSIGN_OR_RETURN(bool can, gpu::CanAccessPeer(device_, static_cast<int>(d)));
-        if (!can) {
-          return UnavailableError("GPU " + pci_ + " cannot access " + who + "'s GPU " +
-                                  m.device_id + " (no peer-to-peer path)");
-        }
       }
       gpu::IpcHandle h;
       std::memcpy(h.data(), m.blob.data(), h.size());

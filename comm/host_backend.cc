@@ -356,4 +356,8 @@ StatusOr<std::unique_ptr<Backend>> CreateHostBackend(int rank, int world_size,
   return std::unique_ptr<Backend>(new HostBackend(rank, world_size, options));
 }
 
+size_t HostSegmentBytes(int world_size, uint64_t one_shot_ceiling_bytes) {
+  return Layout::For(world_size, one_shot_ceiling_bytes).object_bytes();
+}
+
 }  // namespace qr

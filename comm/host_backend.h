@@ -53,6 +53,10 @@ struct HostBackendOptions {
 [[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateHostBackend(
     int rank, int world_size, const HostBackendOptions& options);
 
+// Bytes of the shm object one rank of a `world_size` group creates (and
+// reserves) for the group's one-shot ceiling (same clamp as the backend).
+size_t HostSegmentBytes(int world_size, uint64_t one_shot_ceiling_bytes);
+
 }  // namespace qr
 
 #endif  // QR_COMM_HOST_BACKEND_H_

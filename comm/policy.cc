@@ -119,7 +119,7 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
   return mib >= 0 ? mib * kMiB : builtin;
 }
 
-bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size, bool healthy,
+bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
                      std::string* why_not) {
   if (config.regime == Regime::kNone || !IsValidRegime(static_cast<int>(config.regime))) {
     return Decline(why_not,
@@ -151,7 +151,6 @@ bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_
     return Decline(why_not, std::to_string(bytes) + " bytes is above the maximum of " +
                                 std::to_string(config.max_size_bytes) + " bytes");
   }
-  if (!healthy) return Decline(why_not, "the group is not healthy");
   return true;
 }
 

@@ -2,7 +2,7 @@
 // and which codec a call runs with. One shared function of (size, dtype,
 // world size, regime, config), so the GPU and host backends always agree.
 //
-//   if (ShouldAllReduce(config, bytes, dtype, ws, healthy, &why)) {
+//   if (ShouldAllReduce(config, bytes, dtype, ws, &why)) {
 //     Codec codec = EffectiveCodec(config, config.regime, bytes);
 //     ...
 //   }
@@ -39,11 +39,13 @@ int64_t EffectiveMinSizeBytes(const Config& config, DType dtype, int world_size)
 
 // True when quick-reduce should take an all-reduce of `bytes` bytes: regime
 // not NONE, dtype fp16/bf16, world size 2/4/8, INT3 only at world size 2,
-// bytes % 16 == 0, floor <= bytes <= config.max_size_bytes, and the group is
-// healthy. Otherwise false, with the reason in *why_not when given. Declining
-// INT3 at a world size other than 2 is logged (warning, once per process).
+// bytes % 16 == 0 and floor <= bytes <= config.max_size_bytes. Otherwise
+// false, with the reason in *why_not when given. Declining INT3 at a world
+// size other than 2 is logged (warning, once per process). The group's
+// health is no input on purpose: every rank must give the same answer for
+// the same call, before and after a peer dies (DESIGN.md).
 bool ShouldAllReduce(const Config& config, size_t bytes, DType dtype, int world_size,
-                     bool healthy = true, std::string* why_not = nullptr);
+                     std::string* why_not = nullptr);
 
 // The built-in largest size (bytes) that runs one-shot at world size 2/4/8
 // (comm/policy.cc says which are measured); 0 for other world sizes.

@@ -111,18 +111,18 @@ TEST(PolicyTest, UnsetEnvironmentTakesSmallMessagesOnNvidiaAndTheHost) {
     ASSERT_OK_AND_ASSIGN(const Config c, LoadConfigFromEnv(p));
     for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
       for (int ws : {2, 4, 8}) {
-        EXPECT_TRUE(ShouldAllReduce(c, 16 << 10, dtype, ws, true, &why))
+        EXPECT_TRUE(ShouldAllReduce(c, 16 << 10, dtype, ws, &why))
             << PlatformName(p) << " " << DTypeName(dtype) << " ws" << ws << ": " << why;
       }
     }
-    EXPECT_TRUE(ShouldAllReduce(c, 16, DType::kFloat16, 2, true, &why)) << why;
+    EXPECT_TRUE(ShouldAllReduce(c, 16, DType::kFloat16, 2, &why)) << why;
   }
   ASSERT_OK_AND_ASSIGN(const Config amd, LoadConfigFromEnv(Platform::kAmd));
-  EXPECT_FALSE(ShouldAllReduce(amd, 16 << 10, DType::kFloat16, 2, true, &why));
+  EXPECT_FALSE(ShouldAllReduce(amd, 16 << 10, DType::kFloat16, 2, &why));
   EXPECT_THAT(why, HasSubstr("the built-in AMD min-size table"));
-  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kFloat16, 2, true, &why)) << why;
+  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kFloat16, 2, &why)) << why;
   // bf16 goes through fp16 on AMD by default, so the fp16 row's 1 MiB applies.
-  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kBFloat16, 2, true, &why)) << why;
+  EXPECT_TRUE(ShouldAllReduce(amd, 1 << 20, DType::kBFloat16, 2, &why)) << why;
 }
 
 // Every table entry, every boundary: min, min - 16, max, max + 16, and a
@@ -142,14 +142,14 @@ TEST(PolicyTest, BoundariesForEveryTableEntry) {
                                   std::to_string(row.ws) + " " + RegimeName(regime) +
                                   (cast ? " cast" : "");
         std::string why;
-        EXPECT_TRUE(ShouldAllReduce(c, min, row.dtype, row.ws, true, &why)) << label << why;
-        EXPECT_FALSE(ShouldAllReduce(c, min - 16, row.dtype, row.ws, true, &why)) << label;
+        EXPECT_TRUE(ShouldAllReduce(c, min, row.dtype, row.ws, &why)) << label << why;
+        EXPECT_FALSE(ShouldAllReduce(c, min - 16, row.dtype, row.ws, &why)) << label;
         EXPECT_THAT(why, HasSubstr("below the minimum"));
         EXPECT_TRUE(ShouldAllReduce(c, max, row.dtype, row.ws)) << label;
-        EXPECT_FALSE(ShouldAllReduce(c, max + 16, row.dtype, row.ws, true, &why)) << label;
+        EXPECT_FALSE(ShouldAllReduce(c, max + 16, row.dtype, row.ws, &why)) << label;
         EXPECT_THAT(why, HasSubstr("above the maximum"));
         if (min < max) {
-          EXPECT_FALSE(ShouldAllReduce(c, min + 8, row.dtype, row.ws, true, &why)) << label;
+          EXPECT_FALSE(ShouldAllReduce(c, min + 8, row.dtype, row.ws, &why)) << label;
           EXPECT_THAT(why, HasSubstr("multiple of 16"));
         }
       }
@@ -159,29 +159,26 @@ TEST(PolicyTest, BoundariesForEveryTableEntry) {
 
 TEST(PolicyTest, NoneDeclines) {
   std::string why;
-  EXPECT_FALSE(
-      ShouldAllReduce(ConfigFor(Regime::kNone, true), 64 << 20, DType::kFloat16, 2, true, &why));
+  EXPECT_FALSE(ShouldAllReduce(ConfigFor(Regime::kNone, true), 64 << 20, DType::kFloat16, 2, &why));
   EXPECT_THAT(why, HasSubstr("NONE"));
 }
 
 TEST(PolicyTest, Int3OnlyAtWorldSizeTwo) {
   const Config c = ConfigFor(Regime::kInt3, true);
   std::string why;
-  EXPECT_TRUE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 2, true, &why));
+  EXPECT_TRUE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 2, &why));
   for (int ws : {4, 8}) {
-    EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, ws, true, &why));
+    EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, ws, &why));
     EXPECT_THAT(why, HasSubstr("INT3 is only supported at world size 2"));
   }
 }
 
-TEST(PolicyTest, UnhealthyOrBadArgumentsDecline) {
+TEST(PolicyTest, BadArgumentsDecline) {
   const Config c = ConfigFor(Regime::kInt4, true);
   std::string why;
-  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 2, /*healthy=*/false, &why));
-  EXPECT_THAT(why, HasSubstr("healthy"));
-  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, static_cast<DType>(7), 2, true, &why));
+  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, static_cast<DType>(7), 2, &why));
   EXPECT_THAT(why, HasSubstr("dtype"));
-  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 6, true, &why));
+  EXPECT_FALSE(ShouldAllReduce(c, 64 << 20, DType::kFloat16, 6, &why));
   EXPECT_THAT(why, HasSubstr("world size 6"));
 }
 
@@ -222,7 +219,7 @@ TEST(PolicyTest, TableFileRowsReplaceBuiltInRows) {
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 4), 8 << 20);
   EXPECT_EQ(EffectiveMinSizeBytes(c, DType::kFloat16, 2), 0);  // no row: built-in
   std::string why;
-  EXPECT_FALSE(ShouldAllReduce(c, 16 << 10, DType::kFloat16, 4, true, &why));
+  EXPECT_FALSE(ShouldAllReduce(c, 16 << 10, DType::kFloat16, 4, &why));
   EXPECT_THAT(why, HasSubstr("QR_MIN_SIZE_TABLE"));
 }
 

@@ -75,7 +75,11 @@ qr_status qr_join(const qr_join_options* opts, qr_comm** out);
 
 /* 1 when qr_all_reduce would run quick-reduce for a message of `bytes` bytes
  * of `dtype` under the configured regime (not NONE, bytes % 16 == 0,
- * min <= bytes <= max, group healthy), else 0. c == NULL gives 0. */
+ * min <= bytes <= max), else 0. c == NULL gives 0. A pure function of the
+ * message and the configuration, never of the group's health: after a peer
+ * dies every rank still answers the same, so no two ranks route one call to
+ * different backends (the rank on the other backend would hang); the call
+ * itself then fails with QR_PEER_FAILED / QR_TIMEOUT. */
 int qr_should_all_reduce(const qr_comm* c, size_t bytes, qr_dtype dtype);
 
 /* Sums `count` elements of `dtype` across the group into out (in == out
@@ -139,10 +143,21 @@ const char* qr_version(void);
  * cast_bf16_to_fp16, max_size_bytes, min_size_bytes_override,
  * quantization_min_size_bytes, one_shot_max_bytes (null when unset),
  * op_timeout_ms, allow_shared_device, and per world size ("2", "4", "8"; only c's with c) the
- * derived one_shot_ceiling_bytes and min_size_bytes {"fp16", "bf16"} (null:
- * never eligible). Valid until this thread's next qr_* call. NULL on an
+ * derived one_shot_ceiling_bytes, min_size_bytes {"fp16", "bf16"} (null:
+ * never eligible) and shm_bytes {"host", "gpu"} (what a group of that size
+ * puts in /dev/shm, all ranks together: the group segment, plus every rank's
+ * data object on the host backend). Valid until this thread's next qr_* call. NULL on an
  * invalid environment (the reason in qr_last_error). */
 const char* qr_config_json(const qr_comm* c);
+
+/* The GPUs this process sees and what the join's topology check makes of
+ * them, as JSON: platform, runtime_version and driver_version (CUDA's
+ * 1000 * major + 10 * minor, or HIP's; 0 when unknown / no driver), devices
+ * [{ordinal, pci_bus_id}], peer_access[i][j] (true, false, or null where
+ * neither the runtime nor NVML could tell) and peer_access_source[i][j]
+ * ("runtime", "nvml", ""). No group is needed. Valid until this thread's
+ * next qr_* call; NULL on an internal error (the reason in qr_last_error). */
+const char* qr_devices_json(void);
 
 /* qr_should_all_reduce's rule for `regime` and `cast_bf16_to_fp16` (0 or not;
  * it picks the bf16 min-size row) instead of the configured ones: what

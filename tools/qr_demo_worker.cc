@@ -251,7 +251,7 @@ int Work(const DemoFlags& f) {
     }
   }
   if (lead && tty) std::fprintf(stderr, "\r\033[K");
-  // Asked while the group is still healthy: leaving makes every answer no.
+  // Asked before qr_leave, which frees comm.
   const std::string policy = PolicyText(comm, *config, f.world_size);
   if (qr_leave(comm) != QR_OK) {
     std::fprintf(stderr, "qr-demo rank %d: leave: %s\n", rank, qr_last_error());

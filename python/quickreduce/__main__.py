@@ -1,12 +1,14 @@
 """python -m quickreduce status|gc [qrctl options]: the packaged qrctl (the
 same output and exit codes); python -m quickreduce version|config: the
-library's version and effective configuration (JSON)."""
+library's version and effective configuration (JSON); python -m quickreduce
+doctor [--json]: whether this machine can run quickreduce and what vLLM or
+SGLang will get (quickreduce/doctor.py)."""
 
 import json
 import os
 import sys
 
-USAGE = "usage: python -m quickreduce {status,gc,version,config} [qrctl options]"
+USAGE = "usage: python -m quickreduce {status,gc,version,config,doctor} [options]"
 
 
 def main(argv):
@@ -14,6 +16,9 @@ def main(argv):
         print(USAGE)
         return 0 if argv else 2
     cmd = argv[0]
+    if cmd == "doctor":
+        from . import doctor
+        return doctor.main(argv[1:])
     if cmd in ("version", "config"):
         import quickreduce as qr
         print(qr.version() if cmd == "version" else json.dumps(qr.config(), indent=2,

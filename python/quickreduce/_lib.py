@@ -72,6 +72,7 @@ def _declare(lib):
         "qr_comm_world_size": (c_int, [c_void]),
         "qr_version": (c_char, []),
         "qr_config_json": (c_char, [c_void]),
+        "qr_devices_json": (c_char, []),
         "qr_reference_all_reduce": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int, c_int,
                                             c_int, c_void]),
         "qr_reference_check_bound": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int, c_int,

@@ -194,8 +194,12 @@ class Communicator:
         """True when all_reduce(x) with these arguments would run quickreduce:
         x is a float16/bfloat16 array or tensor on this communicator's device,
         contiguous, 16-byte aligned, and qr_should_all_reduce's rule holds
-        (size limits of the regime, group healthy). Never raises for a tensor
-        it would refuse; never blocks."""
+        (size limits of the regime). A pure function of x and the
+        configuration, never of the group's health: after a peer dies every
+        rank answers as before, and all_reduce itself raises PeerFailed /
+        Timeout (ranks answering differently would route one call to
+        different backends, and one would hang). False once closed. Never
+        raises for a tensor it would refuse; never blocks."""
         if self._c is None:
             return False
         try:

@@ -111,9 +111,10 @@ int StreamWorker(const WorkerArgs& a) {
     std::fprintf(stderr, "rank %d: stream ended with %s\n", a.rank(), s.ToString().c_str());
     return 4;
   }
-  // Sticky, and the policy declines on a failed group.
+  // Sticky; eligibility is a pure function of the message (unchanged on a
+  // failed group), the call itself fails.
   if ((*comm)->Check().code() != StatusCode::kPeerFailed) return 5;
-  if ((*comm)->ShouldAllReduce(16 << 20, DType::kFloat16)) return 6;
+  if (!(*comm)->ShouldAllReduce(16 << 20, DType::kFloat16)) return 6;
   if ((*comm)
           ->AllReduce(in.data(), out.data(), in.size(), DType::kFloat16, Regime::kFp, false)
           .code() != StatusCode::kPeerFailed) {

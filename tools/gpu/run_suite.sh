@@ -138,7 +138,11 @@ for p in $suite; do
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
-          --broker=.device/bin/qr-broker --gtest_brief=1 ${QR_BACKEND_FILTER:+--gtest_filter=$QR_BACKEND_FILTER} ;;
+          --broker=.device/bin/qr-broker --gtest_brief=1 ${QR_BACKEND_FILTER:+--gtest_filter=$QR_BACKEND_FILTER}
+      # One visible GPU per rank (CUDA_VISIBLE_DEVICES per process).
+      [[ -x .device/bin/one_visible_gpu_test ]] && shared_gpu &&
+        part one-visible 120 ${shared[@]+"${shared[@]}"} .device/bin/one_visible_gpu_test \
+          --broker=.device/bin/qr-broker --gtest_brief=1 ;;
     demo)
       [[ -x .device/bin/qr-demo ]] && shared_gpu && demo 2 && demo 4 ;;
     sanitizer)

@@ -49,7 +49,7 @@ exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
   for b in packed_codec_gpu_test packed_cast_gpu_test peer_store_gpu_test two_shot_local_test \
-    gpu_backend_test qr-demo qr-bench qr-kernel-cost; do
+    gpu_backend_test one_visible_gpu_test qr-demo qr-bench qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
@@ -103,6 +103,8 @@ c="$d/calls.txt"
 [[ $(grep -c mps-start "$c") -eq 1 && $(grep -c mps-quit "$c") -eq 1 ]] ||
   { cat "$c"; fail "one GPU: MPS not started and stopped exactly once"; }
 grep -q "^gpu_backend_test shared=1 mps=on" "$c" || fail "backend without the flag or MPS"
+grep -q "^one_visible_gpu_test shared=1 mps=on --broker" "$c" ||
+  fail "one-visible without the flag or MPS"
 [[ $(grep -c "^qr-demo shared=1 mps=on --device gpu --world-size" "$c") -eq 2 ]] ||
   fail "qr-demo did not run twice (ws 2, 4) with the flag under MPS"
 grep -q "^two_shot_local_test shared=unset mps= --gtest_brief" "$c" ||
@@ -157,6 +159,7 @@ run "$d" || { cat "$d/suite.log"; fail "two GPUs: suite failed"; }
 c="$d/calls.txt"
 grep -q "^mps-" "$c" && fail "MPS started with two GPUs"
 grep -q "^gpu_backend_test shared=unset mps= " "$c" || fail "two GPUs: backend saw the flag"
+grep -q "^one_visible_gpu_test shared=unset mps= " "$c" || fail "two GPUs: one-visible saw the flag"
 grep -q "^qr-bench" "$c" || fail "two GPUs: no bench"
 grep -q "^qr-demo" "$c" && fail "two GPUs: demo is not a default part"
 grep -q "^python3" "$c" && fail "two GPUs: symm is not a default part"

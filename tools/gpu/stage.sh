@@ -15,6 +15,7 @@ targets=(
   //tests/gpu:peer_store_gpu_test
   //tests/gpu:gpu_backend_test
   //tests/gpu:gpu_api_gpu_test
+  //tests/gpu:one_visible_gpu_test
   //ipc/broker:qr-broker
   //tools:qr-bench
   //tools:qr-demo

@@ -49,6 +49,11 @@ env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVI
   python/tests/test_integrations_sglang.py python/tests/test_vllm_quick_all_reduce.py 2>&1 |
   tee "$out/python-cpu.log"
 (( PIPESTATUS[0] == 0 )) || rc=1
+# The doctor on a real GPU machine (its GPU all-reduce needs two GPUs): shown,
+# and its exit status reported, not counted (the machine may lack vLLM etc.).
+env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
+  python3 -m quickreduce doctor 2>&1 | tee "$out/doctor.txt"
+echo "doctor: exit ${PIPESTATUS[0]}" | tee -a "$out/doctor.txt"
 python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
   --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
 exit "$rc"
