@@ -131,6 +131,9 @@ class GpuBackend final : public Backend {
 
   Status AllReduce(const AllReduceCall& call) override {
     if (!state_.has_value()) return InternalError("AllReduce before Connect");
+    if (call.collective != Collective::kAllReduce) {
+      return UnsupportedError("the GPU backend runs the all-reduce only");
+    }
     // The stream belongs to our device; launch there and restore the
     // caller's current device.
     QR_ASSIGN_OR_RETURN(gpu::ScopedDevice on_device, gpu::ScopedDevice::Set(device_));
