@@ -27,15 +27,11 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "kernels/rmsnorm_lanes.h"
 #include "kernels/two_shot_reference.h"
 #include "kernels/types.h"
 
 namespace qr::kernels {
-
-// The sum of squares runs over kRmsNormLanes lanes. Chunk c of a row (its
-// values 8c .. 8c+7, 16 bytes) belongs to lane c % kRmsNormLanes.
-inline constexpr int kRmsNormLanes = 256;
-inline constexpr int kRmsNormChunkElems = 8;
 
 // sum(x[i]^2) over a row of `hidden` fp32 values (hidden a multiple of
 // kRmsNormChunkElems) in this order, every operation fp32 rounded on its own

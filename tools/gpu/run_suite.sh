@@ -6,6 +6,8 @@
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
 #   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
 #   qr-bench's rows (torch, a GPU per rank).
+#   "fused" (not default): the fused all-reduce + residual + RMSNorm against
+#   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs).
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -135,6 +137,10 @@ for p in $suite; do
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
       part local "$(lim 420 360)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
+    fused)
+      # The fused all-reduce + residual add + RMSNorm against the host
+      # reference (docs/fused.md), one process driving every rank: no MPS.
+      part fused "$(lim 300 300)" .device/bin/fused_gpu_test --gtest_brief=1 ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
@@ -226,7 +232,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local backend demo sanitizer bench symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local fused backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done
