@@ -7,7 +7,9 @@
 #   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
 #   qr-bench's rows (torch, a GPU per rank).
 #   "fused" (not default): the fused all-reduce + residual + RMSNorm against
-#   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs).
+#   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
+#   and fused_backend_test through the real stack); "fused-cost" (not
+#   default): qr-kernel-cost --fused.
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -140,7 +142,18 @@ for p in $suite; do
     fused)
       # The fused all-reduce + residual add + RMSNorm against the host
       # reference (docs/fused.md), one process driving every rank: no MPS.
-      part fused "$(lim 300 300)" .device/bin/fused_gpu_test --gtest_brief=1 ;;
+      # Then through the real stack (processes, broker, graph replay): on one
+      # GPU its ranks share it under MPS.
+      part fused "$(lim 300 300)" .device/bin/fused_gpu_test --gtest_brief=1
+      [[ -x .device/bin/fused_backend_test ]] && shared_gpu &&
+        part fused-backend 240 ${shared[@]+"${shared[@]}"} .device/bin/fused_backend_test \
+          --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+    fused-cost)
+      # qr-kernel-cost --fused (tools/kernel_cost_fused.h): fused against the
+      # all-reduce alone and the all-reduce + a separate RMSNorm kernel, every
+      # rank on GPU 0, graph-captured; QR_FUSED_COST_ARGS adds flags.
+      part fused-cost 300 .device/bin/qr-kernel-cost --fused --csv "$out/fused-cost.csv" \
+        ${QR_FUSED_COST_ARGS:-} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
@@ -232,7 +245,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local fused backend demo sanitizer bench symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local fused fused-cost backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done
