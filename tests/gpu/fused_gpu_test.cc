@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,8 +30,12 @@ using ::qr::testing::FirstDifference;
 
 int TestGpus() { return std::min(gpu::DeviceCount(), 2); }
 
-// One device allocation per buffer of every rank, freed on its device.
+// One device allocation per buffer of every rank, freed on its device. Kept
+// in a deque: growing it never copies an element (a copy would free twice).
 struct DeviceVec {
+  DeviceVec() = default;
+  DeviceVec(const DeviceVec&) = delete;
+  DeviceVec& operator=(const DeviceVec&) = delete;
   int device = 0;
   void* p = nullptr;
   ~DeviceVec() {
@@ -55,7 +60,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     group_ = std::move(*g);
   }
 
-  void* Alloc(int rank, size_t bytes, std::vector<DeviceVec>* keep) {
+  void* Alloc(int rank, size_t bytes, std::deque<DeviceVec>* keep) {
     EXPECT_OK(gpu::SetDevice(group_->device(rank)));
     auto m = gpu::Malloc(bytes);
     EXPECT_OK(m.status());
@@ -81,7 +86,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
     const std::vector<uint16_t> weight = testing::MakeInput(dtype, hidden, seed * 31 + 98, false);
     const float eps = 1e-6f;
-    std::vector<DeviceVec> keep;
+    std::deque<DeviceVec> keep;
     std::vector<void*> d_in(ws), d_res(ws), d_ro(ws), d_no(ws);
     const LocalCall call{format, codec, n, 10000, one_shot};
     for (int r = 0; r < ws; ++r) {

@@ -29,7 +29,7 @@ else
 fi
 echo "python-gpu: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)') gpus=$QR_TEST_GPUS mps=$mps"
 python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
-  python/tests/gpu/test_gpu.py 2>&1 | tee "$out/python-gpu.log"
+  python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_fused.py 2>&1 | tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
 # shared-device mode. All of test_torch.py in one process is the regression
