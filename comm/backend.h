@@ -74,6 +74,17 @@ struct PeerBuffer {
   uint64_t buffer_bytes = 0;       // that member's Backend::buffer_bytes()
 };
 
+// What Collective::kAllReduceResidualRmsNorm adds to an all-reduce
+// (docs/fused.md). Validated by the communicator (comm/fused_call.h).
+struct ResidualRmsNormArgs {
+  const void* residual = nullptr;  // tokens x hidden of dtype, or nullptr: none
+  const void* weight = nullptr;    // hidden values of dtype
+  void* residual_out = nullptr;    // tokens x hidden; may equal in or residual
+  size_t tokens = 0;               // tokens * hidden == count
+  size_t hidden = 0;               // a multiple of 8
+  float eps = 0;
+};
+
 // One all-reduce as the communicator hands it to a backend. Arguments are
 // already validated (non-null pointers, count > 0, bytes % 16 == 0, bytes <=
 // the configured maximum, codec legal for the world size); `codec` is the
@@ -88,6 +99,10 @@ struct AllReduceCall {
   void* stream = nullptr;          // GPU: the caller's stream; host: ignored
   // Chosen by ChooseAlgorithm (comm/policy.h); kOneShot ignores `codec`.
   Algorithm algorithm = Algorithm::kTwoShot;
+  // kAllReduceResidualRmsNorm: the all-reduce lands in `out` (norm_out,
+  // which may equal `in`), then the epilogue of `norm` runs on it.
+  Collective collective = Collective::kAllReduce;
+  ResidualRmsNormArgs norm;  // kAllReduceResidualRmsNorm only
 };
 
 class Backend {

@@ -12,6 +12,7 @@
 
 #include "comm/backend.h"
 #include "comm/config.h"
+#include "comm/fused_call.h"
 #include "comm/gpu_backend.h"
 #include "comm/host_backend.h"
 #include "comm/membership_control.h"
@@ -79,7 +80,10 @@ struct Communicator::Impl {
   }
 
   Status Run(const void* in, void* out, size_t count, DType dtype, Regime regime, bool cast,
-             bool apply_threshold, void* stream);
+             bool apply_threshold, void* stream, const ResidualRmsNormArgs* norm = nullptr);
+  Status RunResidualRmsNorm(const void* in, void* norm_out, const ResidualRmsNormArgs& norm,
+                            DType dtype, Regime regime, bool cast, bool apply_threshold,
+                            void* stream);
 };
 
 namespace {
@@ -246,8 +250,42 @@ Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dt
                     /*apply_threshold=*/false, stream);
 }
 
+Status Communicator::AllReduceResidualRmsNorm(const void* in, const void* residual,
+                                              const void* weight, void* residual_out,
+                                              void* norm_out, size_t tokens, size_t hidden,
+                                              float eps, DType dtype, Regime regime,
+                                              bool cast_bf16_to_fp16, void* stream) {
+  return impl_->RunResidualRmsNorm(in, norm_out,
+                                   {residual, weight, residual_out, tokens, hidden, eps}, dtype,
+                                   regime, cast_bf16_to_fp16, /*apply_threshold=*/false, stream);
+}
+
+Status Communicator::AllReduceResidualRmsNorm(const void* in, const void* residual,
+                                              const void* weight, void* residual_out,
+                                              void* norm_out, size_t tokens, size_t hidden,
+                                              float eps, DType dtype, void* stream) {
+  return impl_->RunResidualRmsNorm(in, norm_out,
+                                   {residual, weight, residual_out, tokens, hidden, eps}, dtype,
+                                   impl_->config.regime, impl_->config.cast_bf16_to_fp16,
+                                   /*apply_threshold=*/true, stream);
+}
+
+// The fused request's own checks come first, so a bad call fails before
+// anything runs on every backend; then it is an all-reduce into norm_out.
+Status Communicator::Impl::RunResidualRmsNorm(const void* in, void* norm_out,
+                                              const ResidualRmsNormArgs& norm, DType dtype,
+                                              Regime regime, bool cast, bool apply_threshold,
+                                              void* stream) {
+  if (left) return InvalidArgumentError("all_reduce_residual_rmsnorm: the communicator has left");
+  QR_RETURN_IF_ERROR(
+      CheckResidualRmsNormArgs(in, norm_out, norm, static_cast<uint64_t>(config.max_size_bytes)));
+  return Run(in, norm_out, norm.tokens * norm.hidden, dtype, regime, cast, apply_threshold, stream,
+             &norm);
+}
+
 Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dtype, Regime regime,
-                               bool cast, bool apply_threshold, void* stream) {
+                               bool cast, bool apply_threshold, void* stream,
+                               const ResidualRmsNormArgs* norm) {
   if (left) return InvalidArgumentError("all_reduce: the communicator has left its group");
   // DESIGN.md: count == 0 is a no-op returning OK, whatever the regime.
   if (count == 0) return OkStatus();
@@ -296,6 +334,10 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   // algorithm, same bits.
   call.algorithm = ChooseAlgorithm(config, bytes, options.world_size,
                                    WorkFormatOf(dtype, call.cast_bf16_to_fp16), call.codec);
+  if (norm != nullptr) {
+    call.collective = Collective::kAllReduceResidualRmsNorm;
+    call.norm = *norm;
+  }
   Status s = backend->AllReduce(call);
   if (!s.ok()) return Fail(s);
   // Two-shot calls count under their codec; one-shot calls, which move exact

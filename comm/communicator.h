@@ -82,6 +82,25 @@ class Communicator {
   [[nodiscard]] Status AllReduce(const void* in, void* out, size_t count, DType dtype,
                                  Regime regime, bool cast_bf16_to_fp16, void* stream = nullptr);
 
+  // The all-reduce of `in` (exactly AllReduce's bits for the same count,
+  // dtype, regime and cast), then residual_out = that + residual and
+  // norm_out = RMSNorm(residual_out) * weight per row of `hidden` values
+  // (docs/fused.md; residual may be null). residual_out may equal in or
+  // residual, norm_out may equal in. Eligible when ShouldAllReduce(tokens *
+  // hidden * 2, dtype, ...) is. Errors: AllReduce's, plus kInvalidArgument
+  // (before anything runs) for hidden not a multiple of 8, a null or
+  // misaligned buffer, or any other overlap. Host: synchronous.
+  [[nodiscard]] Status AllReduceResidualRmsNorm(const void* in, const void* residual,
+                                                const void* weight, void* residual_out,
+                                                void* norm_out, size_t tokens, size_t hidden,
+                                                float eps, DType dtype, Regime regime,
+                                                bool cast_bf16_to_fp16, void* stream = nullptr);
+  // The same with the configured regime, cast and FP threshold, as AllReduce.
+  [[nodiscard]] Status AllReduceResidualRmsNorm(const void* in, const void* residual,
+                                                const void* weight, void* residual_out,
+                                                void* norm_out, size_t tokens, size_t hidden,
+                                                float eps, DType dtype, void* stream = nullptr);
+
   // Never blocks: OK while healthy, else the sticky kPeerFailed / kTimeout.
   [[nodiscard]] Status Check();
 

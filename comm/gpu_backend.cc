@@ -133,10 +133,20 @@ class GpuBackend final : public Backend {
     // The stream belongs to our device; launch there and restore the
     // caller's current device.
     QR_ASSIGN_OR_RETURN(gpu::ScopedDevice on_device, gpu::ScopedDevice::Set(device_));
-    return state_->Launch(
-        {call.in, call.out, call.count, WorkFormatOf(call.dtype, call.cast_bf16_to_fp16),
-         call.codec, call.algorithm},
-        call.stream);
+    const kernels::AllReduceRequest request{
+        call.in,    call.out,      call.count, WorkFormatOf(call.dtype, call.cast_bf16_to_fp16),
+        call.codec, call.algorithm};
+    if (call.collective == Collective::kAllReduceResidualRmsNorm) {
+      const ResidualRmsNormArgs& n = call.norm;
+      return state_->LaunchResidualRmsNorm(
+          request,
+          {call.dtype, n.residual, n.weight, n.residual_out, call.out, n.tokens, n.hidden, n.eps},
+          call.stream);
+    }
+    if (call.collective != Collective::kAllReduce) {
+      return UnsupportedError("the GPU backend has no kernel for this collective");
+    }
+    return state_->Launch(request, call.stream);
   }
 
   // The kernel's error word, as the communicator reads it once per call (it

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/bounded_wait.h"
+#include "comm/fused_call.h"
 #include "comm/host_backend_layout.h"
 #include "common/shm_object.h"
 #include "common/status_macros.h"
@@ -137,6 +138,14 @@ class HostBackend final : public Backend {
 
   Status AllReduce(const AllReduceCall& call) override {
     if (group_ == nullptr) return InternalError("host backend: AllReduce before Connect");
+    if (call.collective == Collective::kAllReduceResidualRmsNorm) {
+      // The all-reduce into norm_out, then the epilogue (docs/fused.md).
+      AllReduceCall plain = call;
+      plain.collective = Collective::kAllReduce;
+      QR_RETURN_IF_ERROR(AllReduce(plain));
+      ApplyHostResidualRmsNorm(call);
+      return OkStatus();
+    }
     k::TwoShotParams p;
     p.world_size = world_size_;
     p.codec = call.codec;

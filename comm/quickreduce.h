@@ -208,6 +208,45 @@ qr_status qr_reference_error_bounds(const void* const* inputs, int world_size, s
                                     qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
                                     double* bounds);
 
+/* --- Fused collectives (docs/fused.md). --- */
+
+/* The all-reduce of `in` ([tokens, hidden] of dtype: exactly
+ * qr_all_reduce_ex's bits for tokens * hidden values with the same regime
+ * and cast), then per token row, in fp32:
+ *   residual_out = all_reduce(in) + residual, rounded to dtype (residual may
+ *                  be NULL: residual_out = all_reduce(in));
+ *   norm_out     = residual_out * (1 / sqrt(mean(residual_out^2) + eps)) * weight
+ * with weight [hidden] in dtype; the sum of squares in a fixed order, the
+ * square root and division correctly rounded, so every rank and backend
+ * produce the same bits (the host reference is the specification).
+ * residual_out may equal in or residual; norm_out may equal in. Any other
+ * overlap, a NULL in/weight/residual_out/norm_out, a pointer not 16-byte
+ * aligned, hidden not a multiple of 8 (rows of 16 bytes) or a message above
+ * QR_MAX_SIZE_BYTES_MB is QR_INVALID_ARGUMENT before anything runs.
+ * tokens == 0 is a no-op. regime as in qr_all_reduce_ex, or
+ * QR_REGIME_CONFIGURED for the configured regime, cast and FP threshold (as
+ * qr_all_reduce; cast_bf16_to_fp16 is then ignored). Eligible when
+ * qr_should_all_reduce(_ex) is for tokens * hidden * 2 bytes. Returns
+ * qr_all_reduce_ex's statuses. */
+qr_status qr_all_reduce_residual_rmsnorm(qr_comm* c, const void* in, const void* residual,
+                                         const void* weight, void* residual_out, void* norm_out,
+                                         size_t tokens, size_t hidden, float eps, qr_dtype dtype,
+                                         qr_regime regime, int cast_bf16_to_fp16, void* stream);
+
+/* The host reference of that call for a group of `world_size` ranks whose
+ * inputs are inputs[r] and whose residual is the same `residual` (may be
+ * NULL) on every rank: qr_reference_all_reduce's all-reduce (same policy,
+ * configuration and errors), then the epilogue, into residual_out and
+ * norm_out (disjoint from each other; either may equal an input). Returns
+ * QR_INVALID_ARGUMENT (as qr_reference_all_reduce, or hidden not a positive
+ * multiple of 8, NULL weight or outputs), QR_UNSUPPORTED. */
+qr_status qr_reference_all_reduce_residual_rmsnorm(const void* const* inputs, int world_size,
+                                                   const void* residual, const void* weight,
+                                                   size_t tokens, size_t hidden, float eps,
+                                                   qr_dtype dtype, qr_regime regime,
+                                                   int cast_bf16_to_fp16, void* residual_out,
+                                                   void* norm_out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

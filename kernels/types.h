@@ -34,6 +34,17 @@ inline constexpr Codec kAllCodecs[kNumCodecs] = {Codec::kFp, Codec::kInt8, Codec
 // per rank in one hop, so it wins for small messages. comm/policy.h picks.
 enum class Algorithm : int { kTwoShot = 0, kOneShot = 1 };
 
+// What a request computes on the data path: the same policy, backends,
+// launcher, codecs and flags serve every kind (DESIGN.md "Collectives beyond
+// the all-reduce"). kAllReduceResidualRmsNorm is the all-reduce followed by
+// the residual add and RMSNorm of kernels/rmsnorm_reference.h.
+enum class Collective : int {
+  kAllReduce = 0,
+  kReduceScatter = 1,
+  kAllGather = 2,
+  kAllReduceResidualRmsNorm = 3
+};
+
 constexpr const char* AlgorithmName(Algorithm a) {
   return a == Algorithm::kOneShot ? "one-shot" : "two-shot";
 }

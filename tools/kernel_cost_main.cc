@@ -25,6 +25,7 @@
 #include "tools/bench_peer.h"
 #include "tools/bench_report.h"
 #include "tools/kernel_cost.h"
+#include "tools/kernel_cost_fused.h"
 
 namespace qr::cost {
 namespace {
@@ -438,6 +439,9 @@ int Run(const CostOptions& o, const std::string& command_line) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  // --fused first: tools/kernel_cost_fused.h.
+  if (!args.empty() && args[0] == "--fused")
+    return qr::cost::RunFusedMain({args.begin() + 1, args.end()});
   const auto o = qr::cost::ParseCostArgs(args);
   if (!o.ok()) {
     std::fprintf(stderr, "qr-kernel-cost: %s\nRun with --help for the flags.\n",

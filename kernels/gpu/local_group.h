@@ -65,6 +65,11 @@ class LocalGroup {
   // Enqueues the call on every rank: ins[r]/outs[r] live on GPU device(r).
   [[nodiscard]] Status LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,
                                  const std::vector<void*>& outs);
+  // Enqueues the fused all-reduce + residual add + RMSNorm for `rank`: the
+  // all-reduce of `call` from `in` into norm.norm_out, then the epilogue
+  // (RankState::LaunchResidualRmsNorm). Buffers on device(rank).
+  [[nodiscard]] Status LaunchResidualRmsNorm(int rank, const LocalCall& call, const void* in,
+                                             const ResidualRmsNormRequest& norm);
   [[nodiscard]] Status Synchronize();
 
   // The group's abort word (host memory mapped into every GPU).

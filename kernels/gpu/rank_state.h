@@ -23,6 +23,7 @@
 
 #include "common/limits.h"
 #include "common/status.h"
+#include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
@@ -84,6 +85,15 @@ class RankState {
   // of its blocks stay resident (its grid cap), later ones reuse the answer.
   // Safe to call from several threads on distinct streams.
   [[nodiscard]] Status Launch(const AllReduceRequest& request, ::qr::gpu::Stream stream) const;
+
+  // Collective::kAllReduceResidualRmsNorm (docs/fused.md): the all-reduce
+  // `request` (whose out must be norm.norm_out) and then the residual add and
+  // RMSNorm epilogue (kernels/gpu/rmsnorm_epilogue.h), both on `stream`.
+  // Both requests are validated before either is enqueued: Launch's errors,
+  // plus kInvalidArgument for an epilogue that does not match the request.
+  [[nodiscard]] Status LaunchResidualRmsNorm(const AllReduceRequest& request,
+                                             const ResidualRmsNormRequest& norm,
+                                             ::qr::gpu::Stream stream) const;
 
  private:
   struct Impl;

@@ -16,6 +16,8 @@ namespace qr::platform {
 QR_DEVICE_INLINE float AddRn(float a, float b) { return __fadd_rn(a, b); }
 QR_DEVICE_INLINE float MulRn(float a, float b) { return __fmul_rn(a, b); }
 QR_DEVICE_INLINE float DivRn(float a, float b) { return __fdiv_rn(a, b); }
+// Correctly rounded square root (never an rsqrt approximation).
+QR_DEVICE_INLINE float SqrtRn(float a) { return __fsqrt_rn(a); }
 
 QR_DEVICE_INLINE float Fp16BitsToFloat(uint16_t h) {
   __half_raw r;

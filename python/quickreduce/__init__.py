@@ -17,7 +17,8 @@ from ._enums import DType, Regime
 from .communicator import Communicator, fallback_for, lookup, register_fallback
 from .errors import (AlreadyExists, Internal, InvalidArgument, PeerFailed, QuickReduceError,
                      Timeout, Unavailable, Unsupported)
-from .reference import check_bound, config, error_bounds, reference_all_reduce, version
+from .reference import (check_bound, config, error_bounds, reference_all_reduce,
+                        reference_all_reduce_residual_rmsnorm, version)
 
 __version__ = "0.1.0"
 
@@ -25,7 +26,7 @@ __all__ = [
     "Communicator", "DType", "Regime", "QuickReduceError", "InvalidArgument", "Unavailable",
     "Timeout", "PeerFailed", "Unsupported", "AlreadyExists", "Internal", "version", "config",
     "reference_all_reduce", "check_bound", "error_bounds", "lookup", "register_fallback",
-    "fallback_for",
+    "fallback_for", "reference_all_reduce_residual_rmsnorm",
 ]
 
 if "torch" in sys.modules:

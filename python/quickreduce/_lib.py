@@ -80,6 +80,12 @@ def _declare(lib):
                                              ctypes.POINTER(c_size)]),
         "qr_reference_error_bounds": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int,
                                               c_int, c_int, ctypes.POINTER(ctypes.c_double)]),
+        "qr_all_reduce_residual_rmsnorm": (c_int, [c_void, c_void, c_void, c_void, c_void, c_void,
+                                                   c_size, c_size, ctypes.c_float, c_int, c_int,
+                                                   c_int, c_void]),
+        "qr_reference_all_reduce_residual_rmsnorm": (
+            c_int, [ctypes.POINTER(c_void), c_int, c_void, c_void, c_size, c_size,
+                    ctypes.c_float, c_int, c_int, c_int, c_void, c_void]),
     }
     for name, (res, args) in table.items():
         fn = getattr(lib, name, None)

@@ -254,6 +254,30 @@ class Communicator:
             _lib.check_status(st)
         return out
 
+    def all_reduce_residual_rmsnorm(self, x, residual, weight, eps, *, out=None,
+                                    residual_out=None, regime=None, cast_bf16_to_fp16=None,
+                                    dtype=None):
+        """The fused layer boundary (docs/fused.md): s = all_reduce(x) (the same
+        bits as all_reduce with these arguments), residual_out = s + residual
+        (residual may be None), out = RMSNorm(residual_out) * weight over the
+        last dimension (weight's length). Returns (out, residual_out), new
+        arrays/tensors unless given: residual_out=residual updates the residual
+        in place, out=x normalizes over x. Other overlaps raise InvalidArgument
+        before anything is sent, as do a wrong dtype, device, layout or size.
+        regime / cast_bf16_to_fp16 / dtype as in all_reduce."""
+        from ._fused import run_residual_rmsnorm
+        c = self._c
+        if c is None:
+            self._handle("all_reduce_residual_rmsnorm")
+        stream = None if self._device is None else _cuda_stream(self._device)
+        if regime is None and cast_bf16_to_fp16 is None:
+            r, cast = _lib.QR_REGIME_CONFIGURED, 0
+        else:
+            r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
+        return run_residual_rmsnorm(self._lib, c, self._device, x, residual, weight, eps, out,
+                                    residual_out, int(r), int(cast), stream,
+                                    DType.parse(dtype) if dtype is not None else None)
+
     def all_reduce_ptr(self, inp, out, count, dtype, *, regime=None, cast_bf16_to_fp16=None,
                        stream=None):
         """The pointer-level call (addresses as ints), for code that has its own buffers."""

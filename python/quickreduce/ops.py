@@ -18,10 +18,12 @@ it (>= 2.4), impl_abstract (2.1-2.3), else a Meta kernel (1.13).
 
 import torch
 
+from . import _fused_ops
 from .communicator import fallback_for, lookup
 from .errors import InvalidArgument
 
-__all__ = ["all_reduce", "all_reduce_", "LIBRARY"]
+__all__ = ["all_reduce", "all_reduce_", "all_reduce_residual_rmsnorm",
+           "all_reduce_residual_rmsnorm_", "LIBRARY"]
 
 _NS = "quickreduce"
 
@@ -80,7 +82,8 @@ def _tags():
 def _register():
     lib = torch.library.Library(_NS, "DEF")
     schemas = {"all_reduce": "all_reduce(Tensor tensor, str group_name) -> Tensor",
-               "all_reduce_": "all_reduce_(Tensor(a!) tensor, str group_name) -> ()"}
+               "all_reduce_": "all_reduce_(Tensor(a!) tensor, str group_name) -> ()",
+               **_fused_ops.SCHEMAS}
     tags = _tags()
     for schema in schemas.values():
         if tags:
@@ -93,11 +96,15 @@ def _register():
     for key in ("CPU", "CUDA"):
         lib.impl("all_reduce", _all_reduce_impl, key)
         lib.impl("all_reduce_", _all_reduce_inplace_impl, key)
+        lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fused_impl(_decide), key)
+        lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fused_inplace_impl(_decide), key)
     register_fake = getattr(torch.library, "register_fake", None) or \
         getattr(torch.library, "impl_abstract", None)
     if register_fake is not None:
         register_fake(_NS + "::all_reduce", _fake, lib=lib)
         register_fake(_NS + "::all_reduce_", _fake_inplace, lib=lib)
+        register_fake(_NS + "::all_reduce_residual_rmsnorm", _fused_ops.fake, lib=lib)
+        register_fake(_NS + "::all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, lib=lib)
         fake_kind = register_fake.__name__
     else:
         # Old torch (1.13) has no autograd fallthrough for meta tensors
@@ -105,6 +112,8 @@ def _register():
         for key in ("Meta", "AutogradMeta"):
             lib.impl("all_reduce", _fake, key)
             lib.impl("all_reduce_", _fake_inplace, key)
+            lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fake, key)
+            lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, key)
         fake_kind = "Meta"
     return lib, fake_kind
 
@@ -122,3 +131,16 @@ def all_reduce_(tensor, group_name):
     """torch.ops.quickreduce.all_reduce_: sums into `tensor`; returns it."""
     torch.ops.quickreduce.all_reduce_(tensor, group_name)
     return tensor
+
+
+def all_reduce_residual_rmsnorm(tensor, residual, weight, eps, group_name):
+    """torch.ops.quickreduce.all_reduce_residual_rmsnorm: (out, residual_out)."""
+    return torch.ops.quickreduce.all_reduce_residual_rmsnorm(tensor, residual, weight, eps,
+                                                              group_name)
+
+
+def all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name):
+    """torch.ops.quickreduce.all_reduce_residual_rmsnorm_: tensor <- out,
+    residual <- residual_out; returns (tensor, residual)."""
+    torch.ops.quickreduce.all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name)
+    return tensor, residual

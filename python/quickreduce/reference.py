@@ -11,7 +11,8 @@ from ._buffers import describe, empty_like
 from ._enums import DType, Regime
 from .errors import InvalidArgument
 
-__all__ = ["version", "config", "reference_all_reduce", "check_bound", "error_bounds"]
+__all__ = ["version", "config", "reference_all_reduce", "check_bound", "error_bounds",
+           "reference_all_reduce_residual_rmsnorm"]
 
 
 def version():
@@ -107,3 +108,14 @@ def error_bounds(inputs, regime, cast_bf16_to_fp16=False, *, dtype=None):
     except ImportError:
         return list(out)
     return np.ctypeslib.as_array(out).copy()
+
+
+def reference_all_reduce_residual_rmsnorm(inputs, residual, weight, eps, regime=None,
+                                          cast_bf16_to_fp16=None, *, dtype=None):
+    """What a group of len(inputs) ranks computes for
+    all_reduce_residual_rmsnorm(x, residual, weight, eps, regime=...) where
+    rank r's x is inputs[r] and every rank's residual is `residual` (may be
+    None): (out, residual_out) as new host arrays/tensors, the same bits."""
+    from ._fused import reference
+    _, _, r, cast, forced = _prepare(inputs, regime, cast_bf16_to_fp16, dtype)
+    return reference(inputs, residual, weight, eps, r, cast, forced)

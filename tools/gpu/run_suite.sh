@@ -6,6 +6,10 @@
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
 #   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
 #   qr-bench's rows (torch, a GPU per rank).
+#   "fused" (not default): the fused all-reduce + residual + RMSNorm against
+#   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
+#   and fused_backend_test through the real stack); "fused-cost" (not
+#   default): qr-kernel-cost --fused.
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -135,6 +139,21 @@ for p in $suite; do
     local)
       # One process drives every rank (on one GPU all of them share it): no MPS.
       part local "$(lim 420 360)" .device/bin/two_shot_local_test --gtest_brief=1 ${QR_LOCAL_FILTER:+--gtest_filter=$QR_LOCAL_FILTER} ;;
+    fused)
+      # The fused all-reduce + residual add + RMSNorm against the host
+      # reference (docs/fused.md), one process driving every rank: no MPS.
+      # Then through the real stack (processes, broker, graph replay): on one
+      # GPU its ranks share it under MPS.
+      part fused "$(lim 300 300)" .device/bin/fused_gpu_test --gtest_brief=1
+      [[ -x .device/bin/fused_backend_test ]] && shared_gpu &&
+        part fused-backend 240 ${shared[@]+"${shared[@]}"} .device/bin/fused_backend_test \
+          --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+    fused-cost)
+      # qr-kernel-cost --fused (tools/kernel_cost_fused.h): fused against the
+      # all-reduce alone and the all-reduce + a separate RMSNorm kernel, every
+      # rank on GPU 0, graph-captured; QR_FUSED_COST_ARGS adds flags.
+      part fused-cost 300 .device/bin/qr-kernel-cost --fused --csv "$out/fused-cost.csv" \
+        ${QR_FUSED_COST_ARGS:-} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
@@ -230,7 +249,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local backend demo sanitizer bench symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local fused fused-cost backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 targets=(
   //tests/gpu:two_shot_local_test
+  //tests/gpu:fused_gpu_test
+  //tests/gpu:fused_backend_test
   //tests/gpu:packed_codec_gpu_test
   //tests/gpu:packed_cast_gpu_test
   //tests/gpu:peer_store_gpu_test

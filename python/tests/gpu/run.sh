@@ -15,7 +15,7 @@ staged=$root/.device/python
 out=${OUT:-/tmp/qr-python-gpu}
 mkdir -p "$out"
 gpu_tests=("$@")
-(( ${#gpu_tests[@]} )) || gpu_tests=(python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_vllm_port.py)
+(( ${#gpu_tests[@]} )) || gpu_tests=(python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_fused.py python/tests/gpu/test_gpu_vllm_port.py)
 [[ -f $staged/libquickreduce.so ]] || { echo "run.sh: $staged is missing: run python/tests/gpu/stage.sh first" >&2; exit 1; }
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1

@@ -1,0 +1,41 @@
+// The residual add and RMSNorm that end Collective::kAllReduceResidualRmsNorm
+// on a GPU (kernels/rmsnorm_reference.h is the specification; docs/fused.md):
+// one kernel over the all-reduce's output in norm_out, one block of
+// kRmsNormLanes threads per token row, thread t playing lane t of the
+// reference's sum of squares and the shared-memory tree its pairwise tree,
+// so the GPU's bits are the host's. Enqueued right after the all-reduce on
+// the same stream (RankState::LaunchResidualRmsNorm), graph-capture safe.
+#ifndef QR_KERNELS_GPU_RMSNORM_EPILOGUE_H_
+#define QR_KERNELS_GPU_RMSNORM_EPILOGUE_H_
+
+#include <cstddef>
+
+#include "common/status.h"
+#include "kernels/platform/gpu_api.h"
+#include "kernels/types.h"
+
+namespace qr::kernels {
+
+// Device pointers of one rank, 16-byte aligned. norm_out holds the
+// all-reduce's result on entry. residual_out may equal residual (or the
+// all-reduce's input, which the epilogue does not read); nothing else
+// overlaps.
+struct ResidualRmsNormRequest {
+  DType dtype = DType::kFloat16;
+  const void* residual = nullptr;  // tokens x hidden, or nullptr: none
+  const void* weight = nullptr;    // hidden
+  void* residual_out = nullptr;    // tokens x hidden
+  void* norm_out = nullptr;        // tokens x hidden
+  size_t tokens = 0;
+  size_t hidden = 0;  // a positive multiple of kRmsNormChunkElems
+  float eps = 0;
+};
+
+// kInvalidArgument for a bad request (checked before the GPU is touched),
+// kInternal on a launch error. tokens == 0 does nothing.
+[[nodiscard]] Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r,
+                                                   ::qr::gpu::Stream stream);
+
+}  // namespace qr::kernels
+
+#endif  // QR_KERNELS_GPU_RMSNORM_EPILOGUE_H_

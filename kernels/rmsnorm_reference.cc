@@ -1,0 +1,106 @@
+#include "kernels/rmsnorm_reference.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "kernels/float16.h"
+#include "kernels/one_shot_reference.h"
+
+namespace qr::kernels {
+
+float RmsNormSumOfSquares(const float* row, int64_t hidden) {
+  float lanes[kRmsNormLanes] = {};
+  const int64_t chunks = hidden / kRmsNormChunkElems;
+  for (int64_t c = 0; c < chunks; ++c) {
+    float& p = lanes[c % kRmsNormLanes];
+    for (int64_t i = c * kRmsNormChunkElems; i < (c + 1) * kRmsNormChunkElems; ++i) {
+      const float square = row[i] * row[i];
+      p = p + square;
+    }
+  }
+  for (int s = kRmsNormLanes / 2; s >= 1; s /= 2) {
+    for (int j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
+  }
+  return lanes[0];
+}
+
+float RmsNormInverse(float sum_of_squares, int64_t hidden, float eps) {
+  // IEEE division and std::sqrt are correctly rounded; the GPU uses
+  // __fdiv_rn / __fsqrt_rn for the same bits (never rsqrt approximations).
+  const float mean = sum_of_squares / static_cast<float>(hidden);
+  const float root = std::sqrt(mean + eps);
+  return 1.0f / root;
+}
+
+void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_t count) {
+  const DType d = rows.dtype;
+  const size_t hidden = static_cast<size_t>(rows.hidden);
+  std::vector<float> x(hidden);
+  for (int64_t t = first; t < first + count; ++t) {
+    const size_t base = static_cast<size_t>(t) * hidden;
+    for (size_t i = 0; i < hidden; ++i) {
+      // Read both operands before the write: residual_out may be either one.
+      const uint16_t reduced = rows.reduced[base + i];
+      uint16_t out = reduced;
+      if (rows.residual != nullptr) {
+        out = FromFloat(d, ToFloat(d, reduced) + ToFloat(d, rows.residual[base + i]));
+      }
+      rows.residual_out[base + i] = out;
+      x[i] = ToFloat(d, out);
+    }
+    const float inv =
+        RmsNormInverse(RmsNormSumOfSquares(x.data(), rows.hidden), rows.hidden, rows.eps);
+    for (size_t i = 0; i < hidden; ++i) {
+      const float scaled = x[i] * inv;
+      rows.norm_out[base + i] = FromFloat(d, scaled * ToFloat(d, rows.weight[i]));
+    }
+  }
+}
+
+Status ValidateResidualRmsNormShape(const TwoShotParams& p, int64_t tokens, int64_t hidden) {
+  if (tokens < 0 || hidden <= 0 || hidden % kRmsNormChunkElems != 0) {
+    return InvalidArgumentError(
+        "residual RMSNorm: hidden " + std::to_string(hidden) +
+        " must be positive and a multiple of " + std::to_string(kRmsNormChunkElems) +
+        " (rows of 16 bytes), tokens " + std::to_string(tokens) + " must not be negative");
+  }
+  if (tokens * hidden != p.num_elems) {
+    return InvalidArgumentError("residual RMSNorm: " + std::to_string(tokens) + " x " +
+                                std::to_string(hidden) + " is not the call's " +
+                                std::to_string(p.num_elems) + " values");
+  }
+  return OkStatus();
+}
+
+Status ReferenceAllReduceResidualRmsNorm(const TwoShotParams& p, Algorithm algorithm,
+                                         int64_t tokens, int64_t hidden, float eps,
+                                         const uint16_t* const* inputs,
+                                         const uint16_t* const* residual, const uint16_t* weight,
+                                         uint16_t* const* residual_out, uint16_t* const* norm_out) {
+  QR_RETURN_IF_ERROR(ValidateResidualRmsNormShape(p, tokens, hidden));
+  // The all-reduce lands in norm_out (which may be the input), as the
+  // backends do it: norm_out is the one output no residual aliases.
+  if (algorithm == Algorithm::kOneShot) {
+    QR_RETURN_IF_ERROR(ReferenceOneShotAllReduce(p, inputs, norm_out));
+  } else {
+    QR_RETURN_IF_ERROR(ReferenceAllReduce(p, inputs, norm_out));
+  }
+  for (int r = 0; r < p.world_size; ++r) {
+    ResidualRmsNormRows rows;
+    rows.dtype = p.dtype;
+    rows.tokens = tokens;
+    rows.hidden = hidden;
+    rows.eps = eps;
+    rows.reduced = norm_out[r];
+    rows.residual = residual[r];
+    rows.weight = weight;
+    rows.residual_out = residual_out[r];
+    rows.norm_out = norm_out[r];
+    ApplyResidualRmsNorm(rows, 0, tokens);
+  }
+  return OkStatus();
+}
+
+}  // namespace qr::kernels

@@ -1,0 +1,91 @@
+"""GPU tests of the fused all-reduce + residual + RMSNorm in Python (torch
+with CUDA, two ranks as spawned processes; run by python/tests/gpu/run.sh):
+eager calls, a CUDA graph of torch.ops.quickreduce.all_reduce_residual_rmsnorm_
+replayed with new inputs, and torch.compile(fullgraph=True), every output
+bit for bit against the host reference."""
+
+import multiprocessing as mp
+import os
+import pickle
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs CUDA", allow_module_level=True)
+
+import quickreduce as qr  # noqa: E402
+import gpu_fused_ranks as ranks  # noqa: E402
+from gpu_ranks import digest, to_torch  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+ENV = {"QR_QUANTIZATION": "FP", "QR_MIN_SIZE_BYTES_MB": "0"}
+_results = {}
+
+
+def _run(rank, group, path, q):
+    try:
+        q.put((rank, ranks.worker(rank, group, path), None))
+    except BaseException as e:
+        import traceback
+        q.put((rank, False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+
+
+def results():
+    if not _results:
+        os.environ.update(ENV)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        d = tempfile.mkdtemp(prefix="qrgpufused-")
+        paths = [os.path.join(d, "r%d.pkl" % r) for r in range(2)]
+        procs = [ctx.Process(target=_run, args=(r, "pyfusedgpu-%d" % os.getpid(), paths[r], q))
+                 for r in range(2)]
+        for p in procs:
+            p.start()
+        errors = []
+        for _ in procs:
+            rank, ok, err = q.get(timeout=600)
+            if not ok:
+                errors.append("rank %d: %s" % (rank, err))
+        for p in procs:
+            p.join(30)
+        assert not errors, "\n".join(errors)
+        for r in range(2):
+            with open(paths[r], "rb") as f:
+                _results[r] = pickle.load(f)
+    return _results
+
+
+def _reference(case, i, regime, dt, weight_index=None):
+    inputs = [ranks.inputs(case, i, r) for r in range(2)]
+    w = ranks.weight(case, i if weight_index is None else weight_index)
+    o, ro = qr.reference_all_reduce_residual_rmsnorm(
+        inputs, ranks.inputs(case, i, 100), w, ranks.EPS, regime, False,
+        dtype="bfloat16" if dt == "bf16" else "float16")
+    return digest(to_torch(o, dt)), digest(to_torch(ro, dt))
+
+
+@pytest.mark.parametrize("i", range(len(ranks.CASES)))
+def test_eager_matches_the_reference(i, monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    case = ranks.CASES[i]
+    want = _reference(case, i, case[3], case[2])
+    assert [results()[r]["eager"][i] for r in range(2)] == [want, want]
+
+
+def test_graph_replays_match_the_reference(monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    case = ranks.CASES[0]
+    wants = [_reference(case, 1000 + k, None, "fp16", weight_index=0) for k in range(5)]
+    for r in range(2):
+        got = results()[r]["graph"]
+        assert got == [wants[k % 5] for k in range(len(got))]
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    for r in range(2):
+        compiled, eager = results()[r]["compile"]
+        assert compiled == eager

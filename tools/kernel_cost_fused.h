@@ -1,0 +1,72 @@
+// qr-kernel-cost --fused: the fused all-reduce + residual add + RMSNorm
+// (docs/fused.md) on ONE GPU, every rank of a LocalGroup on GPU 0 as the
+// other modes run them, graph-captured (`iters` calls per rank in one graph,
+// replayed): per (tokens, hidden, dtype) cell three timings of the same
+// all-reduce,
+//   all-reduce  the all-reduce alone (RankState::Launch);
+//   unfused     the all-reduce, then a separate RMSNorm kernel launch
+//               (LaunchResidualRmsNormEpilogue), as a caller would pair them;
+//   fused       the fused request (RankState::LaunchResidualRmsNorm),
+// and fused / unfused and fused - all-reduce (issue 28's goals: at most 0.75
+// and at most 1 us). The algorithm is one-shot where the message fits the
+// one-shot region, else two-shot FP.
+//
+// This file is the host-side logic (flags, cells, outputs), tested in CI;
+// kernel_cost_fused_main.cc drives the GPU.
+#ifndef QR_TOOLS_KERNEL_COST_FUSED_H_
+#define QR_TOOLS_KERNEL_COST_FUSED_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/types.h"
+#include "tools/bench_options.h"
+
+namespace qr::cost {
+
+struct FusedCostOptions {
+  std::vector<size_t> tokens;             // default 1,2,4,...,256
+  std::vector<size_t> hiddens;            // default 4096,8192; multiples of 8
+  std::vector<bench::BenchDType> dtypes;  // default fp16,bf16
+  int world_size = 2;
+  int reps = 7;     // timed repetitions per cell (median reported)
+  int iters = 100;  // calls per repetition (one graph)
+  std::string csv_path;
+  bool help = false;
+};
+
+// The arguments after "--fused": --tokens, --hiddens, --dtypes (fp16,bf16),
+// --world-size, --reps, --iters, --csv. kInvalidArgument naming the flag.
+[[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);
+std::string FusedCostUsage();
+
+struct FusedCostCell {
+  size_t tokens = 0;
+  size_t hidden = 0;
+  bench::BenchDType dtype = bench::BenchDType::kFp16;
+  Algorithm algorithm = Algorithm::kOneShot;  // one-shot when tokens x hidden fits it
+};
+// Hiddens, then dtypes, then tokens ascending.
+std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o);
+
+struct FusedCostResult {
+  FusedCostCell cell;
+  double all_reduce_us = 0, unfused_us = 0, fused_us = 0;  // medians per call
+  std::string error;                                       // non-empty: the cell failed
+};
+
+std::string FusedTableHeader();
+std::string FusedTableLine(const FusedCostResult& r);
+std::string FusedCsvHeader();
+std::string FusedCsvLine(const FusedCostResult& r);
+
+// The mode's main (kernel_cost_fused_main.cc, GPU flavours only): args are
+// those after "--fused". Exit 0, 1 (setup failed), 2 (bad flags), 3 (some
+// cell failed; every line and the CSV still written).
+int RunFusedMain(const std::vector<std::string>& args);
+
+}  // namespace qr::cost
+
+#endif  // QR_TOOLS_KERNEL_COST_FUSED_H_

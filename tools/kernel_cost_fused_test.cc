@@ -1,0 +1,73 @@
+#include "tools/kernel_cost_fused.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/geometry.h"
+#include "tests/util/status_matchers.h"
+
+namespace qr::cost {
+namespace {
+
+using ::qr::testing::StatusIs;
+
+TEST(KernelCostFusedTest, DefaultsCoverTheIssuesGrid) {
+  auto o = ParseFusedCostArgs({});
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->tokens, (std::vector<size_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(o->hiddens, (std::vector<size_t>{4096, 8192}));
+  EXPECT_EQ(o->dtypes.size(), 2u);
+  EXPECT_EQ(o->world_size, 2);
+  EXPECT_EQ(PlanFusedCells(*o).size(), 9u * 2 * 2);
+}
+
+TEST(KernelCostFusedTest, FlagsAreParsedAndCellsOrdered) {
+  auto o =
+      ParseFusedCostArgs({"--tokens", "256,1,16,1", "--hiddens", "8192", "--dtypes", "bf16",
+                          "--world-size", "8", "--reps", "3", "--iters", "20", "--csv", "x.csv"});
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->tokens, (std::vector<size_t>{1, 16, 256}));
+  EXPECT_EQ(o->world_size, 8);
+  EXPECT_EQ(o->reps, 3);
+  EXPECT_EQ(o->iters, 20);
+  EXPECT_EQ(o->csv_path, "x.csv");
+  const auto cells = PlanFusedCells(*o);
+  ASSERT_EQ(cells.size(), 3u);
+  EXPECT_EQ(cells[0].tokens, 1u);
+  EXPECT_EQ(cells[2].tokens, 256u);
+  EXPECT_EQ(cells[0].dtype, bench::BenchDType::kBf16);
+  // 256 x 8192 fp16 is 4 MiB: above world size 8's one-shot region share.
+  EXPECT_EQ(cells[0].algorithm, Algorithm::kOneShot);
+  EXPECT_EQ(cells[2].algorithm, 256 * 8192 * 2 <= kernels::OneShotMaxBytes(8)
+                                    ? Algorithm::kOneShot
+                                    : Algorithm::kTwoShot);
+}
+
+TEST(KernelCostFusedTest, BadFlagsAreRefused) {
+  const auto invalid = StatusIs(StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseFusedCostArgs({"--hiddens", "100"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--tokens", "0"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--dtypes", "bf16cast"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--world-size", "3"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--bogus"}).status(), invalid);
+}
+
+TEST(KernelCostFusedTest, OutputsCarryTheRatioAndTheDifference) {
+  FusedCostResult r;
+  r.cell = {8, 4096, bench::BenchDType::kFp16, Algorithm::kOneShot};
+  r.all_reduce_us = 10;
+  r.unfused_us = 16;
+  r.fused_us = 12;
+  const std::string line = FusedTableLine(r);
+  EXPECT_NE(line.find("0.750"), std::string::npos) << line;
+  EXPECT_NE(line.find("2.00"), std::string::npos) << line;
+  EXPECT_EQ(FusedCsvLine(r), "8,4096,fp16,one-shot,10.000,16.000,12.000,\n");
+  r.error = "a, b";
+  EXPECT_EQ(FusedCsvLine(r), "8,4096,fp16,one-shot,10.000,16.000,12.000,a; b\n");
+  EXPECT_NE(FusedTableLine(r).find("FAILED: a, b"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qr::cost
