@@ -88,6 +88,11 @@ struct AllReduceCall {
   void* stream = nullptr;          // GPU: the caller's stream; host: ignored
   // Chosen by ChooseAlgorithm (comm/policy.h); kOneShot ignores `codec`.
   Algorithm algorithm = Algorithm::kTwoShot;
+  // What the request computes. kReduceScatter: `count` is the per-rank
+  // count (recvcount), `in` holds world_size * count values, `out` count;
+  // kAllGather: `in` holds count (sendcount), `out` world_size * count.
+  // (comm/host_collectives.h, kernels/collective_layout.h.)
+  Collective collective = Collective::kAllReduce;
 };
 
 class Backend {

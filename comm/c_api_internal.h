@@ -15,6 +15,7 @@ qr_status RecordCStatus(const Status& s);
 
 // The communicator a (non-NULL) handle owns.
 const Communicator& CommunicatorOf(const qr_comm* c);
+Communicator& MutableCommunicatorOf(qr_comm* c);
 
 }  // namespace qr::internal
 
