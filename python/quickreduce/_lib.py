@@ -79,6 +79,9 @@ def _declare(lib):
                                              ctypes.POINTER(c_size)]),
         "qr_reference_error_bounds": (c_int, [ctypes.POINTER(c_void), c_int, c_size, c_int,
                                               c_int, c_int, ctypes.POINTER(ctypes.c_double)]),
+        "qr_reduce_scatter_ex": (c_int, [c_void, c_void, c_void, c_size, c_int, c_int, c_int,
+                                         c_void]),
+        "qr_all_gather_ex": (c_int, [c_void, c_void, c_void, c_size, c_int, c_int, c_int, c_void]),
     }
     for name, (res, args) in table.items():
         fn = getattr(lib, name, None)
