@@ -9,7 +9,7 @@
 // Who reads what: comm/config.cc the data-path settings (LoadConfigFromEnv)
 // and the join timeout, common/logging.cc QR_LOG_LEVEL, ipc/ the broker's
 // socket, autostart and binary (ipc must not depend on comm, so the table
-// lives here), the Python package the last six (it cannot use the readers;
+// lives here), the Python package the last seven (it cannot use the readers;
 // //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot
 // hold are computed by their reader: the cast and the min-size floor depend on the platform
 // (comm/config.h), the one-shot ceiling on the world size (comm/policy.h), the socket and the
@@ -140,6 +140,12 @@ inline constexpr EnvVar kEnvSglangFirst = EnvBoolVar(
     "QR_SGLANG_FIRST", "", 0, "`0`",
     "Python package: `1` makes SGLang's custom all-reduce decline what quickreduce takes");
 
+inline constexpr EnvVar kEnvNodeId = EnvStringVar(
+    "QR_NODE_ID", "", "the host name",
+    "Python package: the node a torch.distributed rank of backend `quickreduce` is on; ranks "
+    "with the same id form one quickreduce group, the others are reached through gloo/NCCL; see "
+    "`docs/distributed.md`");
+
 // In README.md's order.
 inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvLogLevel,     &kEnvQuantization,          &kEnvCastBf16ToFp16, &kEnvMaxSizeMb,
@@ -147,6 +153,7 @@ inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvBrokerSocket, &kEnvBrokerAutostart,       &kEnvBrokerBin,      &kEnvJoinTimeoutMs,
     &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,     &kEnvLibrary,        &kEnvQrctlBin,
     &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangFirst,
+    &kEnvNodeId,
 };
 
 }  // namespace qr
