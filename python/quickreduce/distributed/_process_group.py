@@ -215,8 +215,9 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
 
 
 def _forward(name):
-    def method(self, *args):
-        return getattr(self._delegate(_first_tensor(args)), name)(*args)
+    def method(self, *args, **kwargs):
+        # torch 2.x passes some options by keyword (monitored_barrier's).
+        return getattr(self._delegate(_first_tensor(args)), name)(*args, **kwargs)
     method.__name__ = name
     method.__doc__ = "Delegated to gloo (CPU tensors) or NCCL (CUDA tensors)."
     return method
