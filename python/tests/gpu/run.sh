@@ -29,7 +29,8 @@ else
 fi
 echo "python-gpu: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)') gpus=$QR_TEST_GPUS mps=$mps"
 python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-gpu.xml" \
-  python/tests/gpu/test_gpu.py 2>&1 | tee "$out/python-gpu.log"
+  python/tests/gpu/test_gpu.py python/tests/gpu/test_distributed_gpu.py 2>&1 |
+  tee "$out/python-gpu.log"
 rc=${PIPESTATUS[0]}
 # The CPU suites, in their own pytest process outside MPS and the
 # shared-device mode. All of test_torch.py in one process is the regression
@@ -38,7 +39,8 @@ rc=${PIPESTATUS[0]}
 # starts them from a fork server).
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
-  python/tests/test_torch.py python/tests/test_library.py 2>&1 | tee "$out/python-cpu.log"
+  python/tests/test_torch.py python/tests/test_library.py python/tests/test_collectives.py \
+  python/tests/test_distributed.py 2>&1 | tee "$out/python-cpu.log"
 (( PIPESTATUS[0] == 0 )) || rc=1
 python3 python/bench/overhead.py --device cuda --gpus "$QR_TEST_GPUS" \
   --c-loop "$staged/qr_call_loop" 2>&1 | tee "$out/python-overhead.txt"
