@@ -117,8 +117,8 @@ qr_status qr_reduce_scatter_ex(qr_comm* c, const void* in, void* out, size_t rec
  * regime quantizes each value once and is lossy within the bound of
  * docs/collectives.md. In place: in == out + rank * sendcount. Otherwise as
  * qr_reduce_scatter_ex. */
-qr_status qr_all_gather_ex(qr_comm* c, const void* in, void* out, size_t sendcount,
-                           qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16, void* stream);
+qr_status qr_all_gather_ex(qr_comm* c, const void* in, void* out, size_t sendcount, qr_dtype dtype,
+                           qr_regime regime, int cast_bf16_to_fp16, void* stream);
 
 /* Never blocks: QR_OK while healthy, else QR_PEER_FAILED / QR_TIMEOUT
  * (sticky once seen). c == NULL is QR_INVALID_ARGUMENT. */
