@@ -99,6 +99,10 @@ struct AllReduceCall {
   void* stream = nullptr;          // GPU: the caller's stream; host: ignored
   // Chosen by ChooseAlgorithm (comm/policy.h); kOneShot ignores `codec`.
   Algorithm algorithm = Algorithm::kTwoShot;
+  // What the request computes. kReduceScatter: `count` is the per-rank
+  // count (recvcount), `in` holds world_size * count values, `out` count;
+  // kAllGather: `in` holds count (sendcount), `out` world_size * count
+  // (comm/host_collectives.h, kernels/collective_layout.h).
   // kAllReduceResidualRmsNorm: the all-reduce lands in `out` (norm_out,
   // which may equal `in`), then the epilogue of `norm` runs on it.
   Collective collective = Collective::kAllReduce;

@@ -348,6 +348,17 @@ Status Communicator::Impl::Run(const void* in, void* out, size_t count, DType dt
   return OkStatus();
 }
 
+Status Communicator::Submit(const AllReduceCall& call, uint64_t bytes) {
+  if (impl_->left) return InvalidArgumentError("the communicator has left its group");
+  QR_RETURN_IF_ERROR(impl_->Health(/*poll_broker=*/false));
+  Status s = impl_->backend->AllReduce(call);
+  if (!s.ok()) return impl_->Fail(s);
+  impl_->group->CountOp(
+      call.algorithm == Algorithm::kOneShot ? ipc::kOneShotCounter : static_cast<int>(call.codec),
+      bytes);
+  return OkStatus();
+}
+
 Status Communicator::Check() {
   if (impl_->left) return InvalidArgumentError("check: the communicator has left its group");
   return impl_->Health(/*poll_broker=*/true);

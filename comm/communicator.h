@@ -27,6 +27,7 @@
 namespace qr {
 
 inline constexpr int kDeviceHost = -1;
+struct AllReduceCall;  // comm/backend.h
 
 struct JoinOptions {
   std::string broker_socket;  // empty: $QR_BROKER_SOCKET or the default
@@ -100,6 +101,23 @@ class Communicator {
                                                 const void* weight, void* residual_out,
                                                 void* norm_out, size_t tokens, size_t hidden,
                                                 float eps, DType dtype, void* stream = nullptr);
+  // Reduce-scatter (comm/collectives.cc, docs/collectives.md): `in` holds
+  // world_size * recvcount values, `out` gets rank()'s recvcount values
+  // [rank * recvcount, (rank + 1) * recvcount) of the sum: the two-shot's
+  // phase 1 with `regime`'s codec (exact below the one-shot ceiling). In
+  // place: out == in + rank * recvcount.
+  // All-gather: `in` holds sendcount values, `out` gets world_size *
+  // sendcount, rank q's at [q * sendcount, ...). FP copies bits exactly;
+  // another regime quantizes each value once (lossy, docs/collectives.md). In
+  // place: in == out + rank * sendcount.
+  // Both: count 0 is a no-op; shards must be 16-byte multiples and the whole
+  // message (world_size * count values) at most the maximum; in and out
+  // 16-byte aligned, disjoint unless in place. Errors as AllReduce's, checked
+  // before anything runs. Every rank must make the same calls.
+  [[nodiscard]] Status ReduceScatter(const void* in, void* out, size_t recvcount, DType dtype,
+                                     Regime regime, bool cast_bf16_to_fp16, void* stream = nullptr);
+  [[nodiscard]] Status AllGather(const void* in, void* out, size_t sendcount, DType dtype,
+                                 Regime regime, bool cast_bf16_to_fp16, void* stream = nullptr);
 
   // Never blocks: OK while healthy, else the sticky kPeerFailed / kTimeout.
   [[nodiscard]] Status Check();
@@ -117,6 +135,11 @@ class Communicator {
   [[nodiscard]] Status Leave();
 
  private:
+  // Runs a call validated by the caller (comm/collectives.cc) on the
+  // backend, with the same health check, sticky failure and op counting as
+  // AllReduce; `bytes` is what the op counters add.
+  [[nodiscard]] Status Submit(const AllReduceCall& call, uint64_t bytes);
+
   struct Impl;
   explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -10,6 +10,7 @@
 #include "comm/bounded_wait.h"
 #include "comm/fused_call.h"
 #include "comm/host_backend_layout.h"
+#include "comm/host_collectives.h"
 #include "common/shm_object.h"
 #include "common/status_macros.h"
 #include "ipc/group_client.h"
@@ -37,15 +38,20 @@ uint64_t DescribeCall(const k::TwoShotParams& p, Algorithm algorithm) {
          (p.cast_bf16_to_fp16 ? 1u : 0u);
 }
 
-std::string CallText(uint64_t desc) {
+std::string CallText(uint64_t tagged) {
+  const Collective collective = CollectiveOf(tagged);
+  const uint64_t desc = WithoutCollective(tagged);
+  const std::string kind = collective == Collective::kReduceScatter ? "reduce_scatter with "
+                           : collective == Collective::kAllGather   ? "all_gather with "
+                                                                    : "all_reduce with ";
   const auto algorithm = static_cast<Algorithm>((desc >> 12) & 0xf);
   const auto codec = static_cast<Codec>((desc >> 8) & 0xf);
   const auto dtype = static_cast<DType>((desc >> 1) & 0x7f);
-  return std::to_string(desc >> 16) + " x " + DTypeName(dtype) + " " + CodecName(codec) +
+  return kind + std::to_string(desc >> 16) + " x " + DTypeName(dtype) + " " + CodecName(codec) +
          ((desc & 1) ? " (cast)" : "") + " " + AlgorithmName(algorithm);
 }
 
-class HostBackend final : public Backend {
+class HostBackend final : public Backend, private HostExchange {
  public:
   HostBackend(int rank, int world_size, const HostBackendOptions& options)
       : rank_(rank),
@@ -152,6 +158,12 @@ class HostBackend final : public Backend {
     p.dtype = call.dtype;
     p.cast_bf16_to_fp16 = call.cast_bf16_to_fp16;
     p.num_elems = static_cast<int64_t>(call.count);
+    if (call.collective == Collective::kReduceScatter ||
+        call.collective == Collective::kAllGather) {
+      return RunHostCollective(*this, call,
+                               WithCollective(DescribeCall(p, call.algorithm), call.collective),
+                               host::kSlots);
+    }
     const auto* in = static_cast<const uint16_t*>(call.in);
     auto* out = static_cast<uint16_t*>(call.out);
     if (call.algorithm == Algorithm::kOneShot) {
@@ -174,6 +186,19 @@ class HostBackend final : public Backend {
   Status Failure() const override { return OkStatus(); }
 
  private:
+  // HostExchange: what reduce-scatter and all-gather rounds use
+  // (comm/host_collectives.h), on the two-shot's slots, flags and rounds.
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  uint8_t* RecvSlot(int peer, int64_t slot, int phase, int source) const override {
+    return peers_[peer].recv(slot, phase, source);
+  }
+  uint64_t NextRound() override { return ++round_; }
+  Status Sync(int phase, uint64_t colour, uint64_t desc) override {
+    Raise(phase, colour, desc);
+    return WaitAll(phase, colour, desc, options_.op_timeout_ms);
+  }
+
   Status Run(const k::TwoShotParams& p, const uint16_t* in, uint16_t* out) {
     const uint64_t desc = DescribeCall(p, Algorithm::kTwoShot);
     const int64_t tiles = k::NumTiles(p.num_elems);
@@ -328,9 +353,9 @@ class HostBackend final : public Backend {
     for (int src = 0; src < world_size_; ++src) {
       const uint64_t theirs = me.flag(phase, src).call.load(std::memory_order_relaxed);
       if (theirs != desc) {
-        const std::string why = "collective mismatch: rank " + std::to_string(src) +
-                                " called all_reduce with " + CallText(theirs) + ", rank " +
-                                std::to_string(rank_) + " with " + CallText(desc);
+        const std::string why = "collective mismatch: rank " + std::to_string(src) + " called " +
+                                CallText(theirs) + ", rank " + std::to_string(rank_) + " called " +
+                                CallText(desc);
         group_->RaiseAbort(why).IgnoreError();
         return PeerFailedError(why);
       }

@@ -100,6 +100,30 @@ qr_status qr_all_reduce(qr_comm* c, const void* in, void* out, size_t count, qr_
 qr_status qr_all_reduce_ex(qr_comm* c, const void* in, void* out, size_t count, qr_dtype dtype,
                            qr_regime regime, int cast_bf16_to_fp16, void* stream);
 
+/* Reduce-scatter (counts per rank, as ncclReduceScatter): in holds
+ * world_size * recvcount elements; out gets recvcount elements, this rank's
+ * shard [rank * recvcount, (rank + 1) * recvcount) of the sum, as the
+ * two-shot's phase 1 computes it with `regime`'s codec (no second
+ * quantization; exact FP sums below the one-shot ceiling). In place: out ==
+ * in + rank * recvcount. recvcount == 0 is a no-op. Errors as
+ * qr_all_reduce_ex's; the shard (recvcount * 2 bytes) must be a multiple of
+ * 16 bytes, the whole message (world_size * recvcount elements) at most
+ * QR_MAX_SIZE_BYTES_MB, in and out 16-byte aligned and disjoint unless in
+ * place (else QR_INVALID_ARGUMENT before anything runs). GPU communicators:
+ * QR_UNSUPPORTED in this version. */
+qr_status qr_reduce_scatter_ex(qr_comm* c, const void* in, void* out, size_t recvcount,
+                               qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
+                               void* stream);
+
+/* All-gather (as ncclAllGather): in holds sendcount elements; out gets
+ * world_size * sendcount, rank q's at [q * sendcount, (q + 1) * sendcount).
+ * QR_REGIME_FP copies bits exactly (cast_bf16_to_fp16 ignored); another
+ * regime quantizes each value once and is lossy within the bound of
+ * docs/collectives.md. In place: in == out + rank * sendcount. Otherwise as
+ * qr_reduce_scatter_ex. */
+qr_status qr_all_gather_ex(qr_comm* c, const void* in, void* out, size_t sendcount, qr_dtype dtype,
+                           qr_regime regime, int cast_bf16_to_fp16, void* stream);
+
 /* Never blocks: QR_OK while healthy, else QR_PEER_FAILED / QR_TIMEOUT
  * (sticky once seen). c == NULL is QR_INVALID_ARGUMENT. */
 qr_status qr_check(qr_comm* c);

@@ -147,6 +147,12 @@ inline constexpr EnvVar kEnvSglangFirst = EnvBoolVar(
     "QR_SGLANG_FIRST", "", 0, "`0`",
     "Python package: `1` makes SGLang's custom all-reduce decline what quickreduce takes");
 
+inline constexpr EnvVar kEnvNodeId = EnvStringVar(
+    "QR_NODE_ID", "", "the host name",
+    "Python package: the node a torch.distributed rank of backend `quickreduce` is on; ranks "
+    "with the same id form one quickreduce group, the others are reached through gloo/NCCL; see "
+    "`docs/distributed.md`");
+
 // In README.md's order.
 inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvLogLevel,     &kEnvQuantization,          &kEnvCastBf16ToFp16, &kEnvMaxSizeMb,
@@ -154,7 +160,7 @@ inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvBrokerSocket, &kEnvBrokerAutostart,       &kEnvBrokerBin,      &kEnvJoinTimeoutMs,
     &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,     &kEnvLibrary,        &kEnvQrctlBin,
     &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangKeepNative,
-    &kEnvSglangFirst,
+    &kEnvSglangFirst,  &kEnvNodeId,
 };
 
 }  // namespace qr

@@ -293,6 +293,27 @@ class Communicator:
         if st:
             _lib.check_status(st)
 
+    def reduce_scatter(self, x, out=None, *, regime=None, cast_bf16_to_fp16=None, dtype=None):
+        """Sums x (world_size * n values) over the group and returns this rank's
+        n values [rank * n, (rank + 1) * n) of the sum: a new array/tensor
+        (leading dimension divided by world_size where it divides, else 1-D),
+        or `out`. The regime and cast default to the configured ones (no FP
+        threshold: the regime is used as given); docs/collectives.md says
+        what each computes. Raises as all_reduce does."""
+        from . import _collectives
+        return _collectives.reduce_scatter(self, x, out, regime=regime,
+                                           cast_bf16_to_fp16=cast_bf16_to_fp16, dtype=dtype)
+
+    def all_gather(self, x, out=None, *, regime=None, cast_bf16_to_fp16=None, dtype=None):
+        """Gathers every rank's x (n values each) into world_size * n values,
+        rank q's at [q * n, (q + 1) * n): a new array/tensor (leading dimension
+        times world_size), or `out`. FP copies bits exactly; another regime
+        (the configured one by default) is lossy within docs/collectives.md's
+        bound. Raises as all_reduce does."""
+        from . import _collectives
+        return _collectives.all_gather(self, x, out, regime=regime,
+                                       cast_bf16_to_fp16=cast_bf16_to_fp16, dtype=dtype)
+
     def check(self):
         """Raises the group's failure (PeerFailed / Timeout, sticky); never blocks."""
         _lib.check_status(self._lib.qr_check(self._handle("check")))

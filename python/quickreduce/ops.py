@@ -2,6 +2,9 @@
 
     torch.ops.quickreduce.all_reduce(tensor, group_name) -> Tensor   # out-of-place
     torch.ops.quickreduce.all_reduce_(tensor, group_name) -> ()      # in place
+    torch.ops.quickreduce.reduce_scatter(tensor, world_size, group_name) -> Tensor
+    torch.ops.quickreduce.all_gather(tensor, world_size, group_name) -> Tensor
+      (along dimension 0; _collective_ops.py)
 
 `group_name` names an open Communicator of this process (its `name`, by
 default its group). The
@@ -18,12 +21,12 @@ it (>= 2.4), impl_abstract (2.1-2.3), else a Meta kernel (1.13).
 
 import torch
 
-from . import _fused_ops
+from . import _collective_ops, _fused_ops
 from .communicator import fallback_for, lookup
 from .errors import InvalidArgument
 
 __all__ = ["all_reduce", "all_reduce_", "all_reduce_residual_rmsnorm",
-           "all_reduce_residual_rmsnorm_", "LIBRARY"]
+           "all_reduce_residual_rmsnorm_", "reduce_scatter", "all_gather", "LIBRARY"]
 
 _NS = "quickreduce"
 
@@ -84,6 +87,7 @@ def _register():
     schemas = {"all_reduce": "all_reduce(Tensor tensor, str group_name) -> Tensor",
                "all_reduce_": "all_reduce_(Tensor(a!) tensor, str group_name) -> ()",
                **_fused_ops.SCHEMAS}
+    schemas.update(_collective_ops.SCHEMAS)
     tags = _tags()
     for schema in schemas.values():
         if tags:
@@ -98,6 +102,8 @@ def _register():
         lib.impl("all_reduce_", _all_reduce_inplace_impl, key)
         lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fused_impl(_decide), key)
         lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fused_inplace_impl(_decide), key)
+        for name, fn in _collective_ops.IMPLS.items():
+            lib.impl(name, fn, key)
     register_fake = getattr(torch.library, "register_fake", None) or \
         getattr(torch.library, "impl_abstract", None)
     if register_fake is not None:
@@ -105,6 +111,8 @@ def _register():
         register_fake(_NS + "::all_reduce_", _fake_inplace, lib=lib)
         register_fake(_NS + "::all_reduce_residual_rmsnorm", _fused_ops.fake, lib=lib)
         register_fake(_NS + "::all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, lib=lib)
+        for name, fn in _collective_ops.FAKES.items():
+            register_fake(_NS + "::" + name, fn, lib=lib)
         fake_kind = register_fake.__name__
     else:
         # Old torch (1.13) has no autograd fallthrough for meta tensors
@@ -114,6 +122,8 @@ def _register():
             lib.impl("all_reduce_", _fake_inplace, key)
             lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fake, key)
             lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, key)
+            for name, fn in _collective_ops.FAKES.items():
+                lib.impl(name, fn, key)
         fake_kind = "Meta"
     return lib, fake_kind
 
@@ -144,3 +154,13 @@ def all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name):
     residual <- residual_out; returns (tensor, residual)."""
     torch.ops.quickreduce.all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name)
     return tensor, residual
+
+
+def reduce_scatter(tensor, world_size, group_name):
+    """torch.ops.quickreduce.reduce_scatter: this rank's rows of the sum."""
+    return torch.ops.quickreduce.reduce_scatter(tensor, world_size, group_name)
+
+
+def all_gather(tensor, world_size, group_name):
+    """torch.ops.quickreduce.all_gather: every rank's rows, in rank order."""
+    return torch.ops.quickreduce.all_gather(tensor, world_size, group_name)

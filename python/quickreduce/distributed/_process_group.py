@@ -1,0 +1,232 @@
+"""QuickReduceProcessGroup: a torch.distributed ProcessGroup written in Python
+(a subclass of dist.ProcessGroup: torch 1.13 calls its methods from Python,
+torch 2.x also through the PyProcessGroup trampoline) that runs fp16/bf16 SUM
+all_reduce, reduce_scatter_tensor and all_gather_into_tensor through
+quickreduce and delegates everything else to a gloo group (CPU tensors) or an
+NCCL group (CUDA tensors) made beside it on the same store.
+
+Across nodes (docs/distributed.md) all_reduce is hierarchical: reduce-scatter
+inside the node with the configured regime, all-reduce of the 1/local_size
+shard across nodes through the delegate of equal local rank, all-gather
+inside the node (FP, exact)."""
+
+import uuid
+
+import torch
+import torch.distributed as dist
+
+from .. import _collectives
+from ..communicator import Communicator
+from ..errors import InvalidArgument
+from ._topology import exchange_layout
+
+_HALF = (torch.float16, torch.bfloat16)
+# Ops that never run through quickreduce: forwarded as they are.
+_DELEGATED = ("broadcast", "allgather", "allgather_coalesced", "allreduce_coalesced", "reduce",
+              "gather", "scatter", "reduce_scatter", "alltoall", "alltoall_base", "send", "recv",
+              "recv_anysource", "monitored_barrier")
+
+
+def _done(result):
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    # A finished Work (torch 1.13 and 2.x): quickreduce's host calls are
+    # synchronous, its GPU calls ordered on the current stream as NCCL's are.
+    return torch._C._distributed_c10d._create_work_from_future(fut)
+
+
+def _first_tensor(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a
+        if isinstance(a, (list, tuple)):
+            t = _first_tensor(a)
+            if t is not None:
+                return t
+    return None
+
+
+def _is_sum(op):
+    try:
+        return op == dist.ReduceOp.SUM
+    except Exception:  # an op type this torch cannot compare (premul-sum, ...)
+        return False
+
+
+def _gloo(store, rank, size, timeout):
+    return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+class QuickReduceProcessGroup(dist.ProcessGroup):
+    """The process group init_process_group(backend="quickreduce") makes."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._store = store
+        self._timeout = timeout
+        self.layout = exchange_layout(store, rank, size)
+        lay = self.layout
+        if lay.local_size not in (1, 2, 4, 8):
+            raise InvalidArgument(
+                "quickreduce: %d ranks per node; quickreduce groups have 2, 4 or 8 (1: everything "
+                "through gloo/NCCL)" % lay.local_size)
+        if rank == 0:
+            store.set("qr/group", "qd-" + uuid.uuid4().hex[:16])
+        self._group = store.get("qr/group").decode()
+        self._gloo = _gloo(dist.PrefixStore("qr/gloo", store), rank, size, timeout)
+        self._nccl = None
+        if torch.cuda.is_available() and dist.is_nccl_available():
+            self._nccl = dist.ProcessGroupNCCL(dist.PrefixStore("qr/nccl", store), rank, size)
+        # The cross-node legs: the ranks of this local rank, one per node.
+        self._cross_gloo = self._cross_nccl = None
+        if lay.num_nodes > 1:
+            cross = dist.PrefixStore("qr/cross%d" % lay.local_rank, store)
+            self._cross_gloo = _gloo(dist.PrefixStore("gloo", cross), lay.node, lay.num_nodes,
+                                     timeout)
+            if self._nccl is not None:
+                self._cross_nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl", cross), lay.node,
+                                                         lay.num_nodes)
+        self._comms = {}
+
+    # --- torch.distributed's view of the group ---
+    def getBackendName(self):
+        return "quickreduce"
+
+    def __repr__(self):
+        return "<QuickReduceProcessGroup rank %d/%d %r>" % (self.rank(), self.size(), self.layout)
+
+    # --- the pieces ---
+    def _delegate(self, tensor):
+        if tensor is not None and tensor.is_cuda and self._nccl is not None:
+            return self._nccl
+        return self._gloo
+
+    def _cross(self, tensor):
+        if tensor.is_cuda and self._cross_nccl is not None:
+            return self._cross_nccl
+        return self._cross_gloo
+
+    def communicator(self, tensor):
+        """This node's quickreduce Communicator for tensors like `tensor` (one
+        for CPU tensors, one per CUDA device), joined on first use (every rank
+        of the node makes the same calls, so they join together); None when
+        the node has one rank."""
+        if self.layout.local_size == 1:
+            return None
+        key = ("cuda", tensor.get_device()) if tensor.is_cuda else ("cpu", None)
+        comm = self._comms.get(key)
+        if comm is None:
+            name = "%s-n%d-%s" % (self._group, self.layout.node, key[0])
+            comm = Communicator(name, self.layout.local_rank, self.layout.local_size,
+                                tensor.device if tensor.is_cuda else None,
+                                name="%s-r%d" % (name, self.rank()))
+            self._comms[key] = comm
+        return comm
+
+    def close(self):
+        for comm in self._comms.values():
+            comm.close()
+        self._comms.clear()
+
+    # --- the collectives quickreduce runs ---
+    def _try_all_reduce(self, t):
+        if t.dtype not in _HALF or not t.is_contiguous():
+            return False
+        comm = self.communicator(t)
+        if comm is None:
+            return False
+        if self.layout.num_nodes == 1:
+            if not comm.should_all_reduce(t):
+                return False
+            comm.all_reduce(t, out=t)
+            return True
+        # Hierarchical: the GPU backend has no reduce-scatter yet (QR_UNSUPPORTED).
+        if comm.device is not None:
+            return False
+        flat = t.view(-1)
+        m = flat.numel() // self.layout.local_size
+        if m * self.layout.local_size != flat.numel() or \
+                not _collectives.should_run(comm, flat, False):
+            return False
+        lo = self.layout.local_rank * m
+        shard = flat[lo:lo + m]
+        comm.reduce_scatter(flat, out=shard)  # in place: this rank's slice
+        self._cross(t).allreduce([shard]).wait()
+        comm.all_gather(shard, out=flat, regime="FP")  # in place, exact
+        return True
+
+    def allreduce(self, tensors, opts=None):
+        if opts is None:
+            opts = dist.AllreduceOptions()
+        if len(tensors) == 1 and _is_sum(opts.reduceOp) and self._try_all_reduce(tensors[0]):
+            return _done(tensors)
+        return self._delegate(_first_tensor(tensors)).allreduce(tensors, opts)
+
+    def _single_node_comm(self, t, per_rank_in):
+        if self.layout.num_nodes != 1 or t.dtype not in _HALF:
+            return None
+        comm = self.communicator(t)
+        if comm is None or comm.device is not None:  # GPU: no kernels yet
+            return None
+        return comm if _collectives.should_run(comm, t, per_rank_in) else None
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if opts is None:
+            opts = dist.ReduceScatterOptions()
+        comm = self._single_node_comm(input, False) if _is_sum(opts.reduceOp) else None
+        if comm is not None and output.is_contiguous() and output.dtype == input.dtype:
+            comm.reduce_scatter(input, out=output)
+            return _done([output])
+        d = self._delegate(input)
+        try:
+            return d._reduce_scatter_base(output, input, opts)
+        except RuntimeError as e:
+            if "does not support" not in str(e):
+                raise
+        # gloo before torch 2.x has no reduce-scatter: all-reduce a copy and
+        # keep this rank's rows.
+        tmp = input.contiguous().clone()
+        ar = dist.AllreduceOptions()
+        ar.reduceOp = opts.reduceOp
+        d.allreduce([tmp], ar).wait()
+        m = output.numel()
+        output.view(-1).copy_(tmp.view(-1)[self.rank() * m:(self.rank() + 1) * m])
+        return _done([output])
+
+    def _allgather_base(self, output, input, opts=None):
+        comm = self._single_node_comm(input, True)
+        if comm is not None and output.is_contiguous() and output.dtype == input.dtype:
+            comm.all_gather(input, out=output)
+            return _done([output])
+        d = self._delegate(input)
+        try:
+            return d._allgather_base(output, input) if opts is None else \
+                d._allgather_base(output, input, opts)
+        except RuntimeError as e:
+            if "does not support" not in str(e):
+                raise
+        # gloo before torch 2.x: the list all-gather into views of output.
+        d.allgather([list(output.view(-1).chunk(self.size()))], [input.contiguous().view(-1)]) \
+            .wait()
+        return _done([output])
+
+    def barrier(self, opts=None):
+        return self._gloo.barrier() if opts is None else self._gloo.barrier(opts)
+
+
+def _forward(name):
+    def method(self, *args, **kwargs):
+        # torch 2.x passes some options by keyword (monitored_barrier's).
+        return getattr(self._delegate(_first_tensor(args)), name)(*args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = "Delegated to gloo (CPU tensors) or NCCL (CUDA tensors)."
+    return method
+
+
+for _name in _DELEGATED:
+    setattr(QuickReduceProcessGroup, _name, _forward(_name))
+
+
+def create_process_group(store, rank, size, timeout):
+    """torch.distributed's creator function of the "quickreduce" backend."""
+    return QuickReduceProcessGroup(store, rank, size, timeout)
