@@ -71,8 +71,6 @@ qr_status RecordCStatus(const Status& s) { return Record(s); }
 const Communicator& CommunicatorOf(const qr_comm* c) { return *c->impl; }
 Communicator& MutableCommunicatorOf(qr_comm* c) { return *c->impl; }
 
-Communicator& MutableCommunicatorOf(qr_comm* c) { return *c->impl; }
-
 }  // namespace qr::internal
 
 extern "C" {

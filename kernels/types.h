@@ -49,16 +49,6 @@ constexpr const char* AlgorithmName(Algorithm a) {
   return a == Algorithm::kOneShot ? "one-shot" : "two-shot";
 }
 
-// What a request computes (DESIGN.md "Collectives beyond the all-reduce"):
-// every collective is a request kind on the one data path (policy, backends,
-// launcher, host reference), not a parallel stack.
-enum class Collective : int {
-  kAllReduce = 0,
-  kReduceScatter = 1,
-  kAllGather = 2,
-  kAllReduceResidualRmsNorm = 3
-};
-
 // "FP", "INT8", ... as in QR_QUANTIZATION; "?" for an out-of-range value.
 constexpr const char* CodecName(Codec codec) {
   switch (codec) {
