@@ -20,6 +20,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "ipc/group_client.h"
 #include "ipc/names.h"
 #include "kernels/platform/platform.h"
@@ -209,8 +210,13 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Join(const JoinOptions& op
     impl->group->Leave().IgnoreError();
     return s.WithContext("joining " + where);
   }
-  Log().debug("joined {} (generation {}, segment {})", where, impl->group->generation(),
-              impl->group->segment_name());
+  // One line per join at info, as NCCL's "Init COMPLETE": what this rank runs.
+  Log().info(
+      "quickreduce {} joined {} of world size {}: backend {}, platform {}, device {}, regime {}, "
+      "one-shot up to {} KiB (generation {}, segment {})",
+      kVersion, where, options.world_size, platform == Platform::kHost ? "host" : "gpu",
+      PlatformName(platform), impl->backend->device_id(), RegimeName(impl->config.regime),
+      p.agreed / 1024, impl->group->generation(), impl->group->segment_name());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 

@@ -7,7 +7,7 @@
 // table equal to this one (same variables, order, aliases, defaults, text).
 //
 // Who reads what: comm/config.cc the data-path settings (LoadConfigFromEnv)
-// and the join timeout, common/logging.cc QR_LOG_LEVEL, ipc/ the broker's
+// and the join timeout, common/logging.cc QR_LOG_LEVEL and QR_LOG_FILE, ipc/ the broker's
 // socket, autostart and binary (ipc must not depend on comm, so the table
 // lives here), the Python package the last seven (it cannot use the readers;
 // //python:py_env_declared keeps it from reading one the table lacks). Defaults the table cannot
@@ -39,6 +39,12 @@ inline constexpr EnvVar kEnvLogLevel = EnvChoiceVar(
     "trace, debug, info, warn, error, critical, off; the library logs to stderr through its own "
     "`quickreduce` logger and never touches the host program's spdlog setup; an invalid value "
     "fails `qr_join`");
+
+inline constexpr EnvVar kEnvLogFile = EnvStringVar(
+    "QR_LOG_FILE", "", "unset (stderr)",
+    "file the `quickreduce` logger appends to instead of stderr, as NCCL_DEBUG_FILE: `%h` is "
+    "replaced by the host name, `%p` by the pid (`%%` is `%`), e.g. `/tmp/qr.%h.%p.log`; one that "
+    "cannot be opened leaves logging on stderr, with a warning there");
 
 inline constexpr EnvVar kEnvQuantization = EnvChoiceVar(
     "QR_QUANTIZATION", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "FP", "FP,INT8,INT6,INT4,INT3,NONE",
@@ -155,12 +161,29 @@ inline constexpr EnvVar kEnvNodeId = EnvStringVar(
 
 // In README.md's order.
 inline constexpr const EnvVar* kEnvVars[] = {
-    &kEnvLogLevel,     &kEnvQuantization,          &kEnvCastBf16ToFp16, &kEnvMaxSizeMb,
-    &kEnvMinSizeMb,    &kEnvQuantizationMinSizeKb, &kEnvOneShotMaxKb,   &kEnvMinSizeTable,
-    &kEnvBrokerSocket, &kEnvBrokerAutostart,       &kEnvBrokerBin,      &kEnvJoinTimeoutMs,
-    &kEnvOpTimeoutMs,  &kEnvAllowSharedDevice,     &kEnvLibrary,        &kEnvQrctlBin,
-    &kEnvVllm,         &kEnvVllmKeepNative,        &kEnvSglang,         &kEnvSglangKeepNative,
-    &kEnvSglangFirst,  &kEnvNodeId,
+    &kEnvLogLevel,
+    &kEnvLogFile,
+    &kEnvQuantization,
+    &kEnvCastBf16ToFp16,
+    &kEnvMaxSizeMb,
+    &kEnvMinSizeMb,
+    &kEnvQuantizationMinSizeKb,
+    &kEnvOneShotMaxKb,
+    &kEnvMinSizeTable,
+    &kEnvBrokerSocket,
+    &kEnvBrokerAutostart,
+    &kEnvBrokerBin,
+    &kEnvJoinTimeoutMs,
+    &kEnvOpTimeoutMs,
+    &kEnvAllowSharedDevice,
+    &kEnvLibrary,
+    &kEnvQrctlBin,
+    &kEnvVllm,
+    &kEnvVllmKeepNative,
+    &kEnvSglang,
+    &kEnvSglangKeepNative,
+    &kEnvSglangFirst,
+    &kEnvNodeId,
 };
 
 }  // namespace qr

@@ -1,8 +1,13 @@
 #include "common/logging.h"
 
+#include <limits.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,15 +28,40 @@ std::string Pattern(std::string_view program) {
   return "[%Y-%m-%d %H:%M:%S.%e] [" + std::string(program) + ":%P] [%l] %v";
 }
 
+std::string HostName() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "unknown-host";
+  return host;
+}
+
+// QR_LOG_FILE's sink, or stderr's (with `why` set) when it is unset or cannot
+// be opened. The file is opened with fopen rather than spdlog's file sink,
+// which throws; it stays open for the life of the process, line-buffered so
+// a crash loses at most the line being written.
+std::shared_ptr<spdlog::sinks::sink> MakeSink(std::string* why) {
+  const std::string pattern = kEnvLogFile.String();
+  if (pattern.empty()) return std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  const std::string path = ExpandLogFilePath(pattern, HostName(), static_cast<long>(::getpid()));
+  std::FILE* f = std::fopen(path.c_str(), "ae");  // append, O_CLOEXEC
+  if (f == nullptr) {
+    *why =
+        "QR_LOG_FILE: cannot open '" + path + "' (" + std::strerror(errno) + "); logging to stderr";
+    return std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  }
+  std::setvbuf(f, nullptr, _IOLBF, 0);
+  return std::make_shared<spdlog::sinks::stdout_sink_base<spdlog::details::console_mutex>>(f);
+}
+
 // Built here rather than through spdlog's factories: those register the
 // logger by name (and throw when the name is taken, by the host program say).
 std::shared_ptr<spdlog::logger> MakeLogger() {
-  auto logger = std::make_shared<spdlog::logger>("quickreduce",
-                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  std::string why;
+  auto logger = std::make_shared<spdlog::logger>("quickreduce", MakeSink(&why));
   logger->set_pattern(Pattern("quickreduce"));
   logger->flush_on(spdlog::level::warn);
   StatusOr<spdlog::level::level_enum> level = LogLevelFromEnv();
   logger->set_level(level.ok() ? *level : spdlog::level::warn);
+  if (!why.empty()) logger->warn("{}", why);
   return logger;
 }
 
@@ -43,6 +73,32 @@ const std::shared_ptr<spdlog::logger>& Shared() {
 }  // namespace
 
 spdlog::logger& Log() { return *Shared(); }
+
+std::string ExpandLogFilePath(std::string_view pattern, std::string_view host, long pid) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    switch (pattern[i + 1]) {
+      case 'h':
+        out += host;
+        break;
+      case 'p':
+        out += std::to_string(pid);
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        out += pattern.substr(i, 2);
+        break;
+    }
+    ++i;
+  }
+  return out;
+}
 
 StatusOr<spdlog::level::level_enum> LogLevelFromEnv(spdlog::level::level_enum fallback) {
   StatusOr<std::string> name = kEnvLogLevel.Choice(LevelNames()[fallback]);

@@ -11,6 +11,9 @@
 // library). It is not registered with spdlog, so spdlog::set_level(), spdlog::get() and the host
 // program's own loggers (one named "quickreduce" too) neither see nor change it.
 //
+// QR_LOG_FILE (as NCCL_DEBUG_FILE) sends Log()'s lines to a file instead of
+// stderr, `%h` and `%p` in its value replaced by the host name and the pid.
+//
 // Daemons and tools, which own their process, call InitLogging once at start.
 //
 //   int main() {
@@ -22,6 +25,7 @@
 
 #include <spdlog/logger.h>
 
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -37,6 +41,10 @@ spdlog::logger& Log();
 // variable and the allowed levels. Thread-safe.
 [[nodiscard]] StatusOr<spdlog::level::level_enum> LogLevelFromEnv(
     spdlog::level::level_enum fallback = spdlog::level::warn);
+
+// QR_LOG_FILE's expansion: `%h` -> host, `%p` -> pid, `%%` -> `%`; any other
+// `%` stays as written. Pure; thread-safe.
+std::string ExpandLogFilePath(std::string_view pattern, std::string_view host, long pid);
 
 // For programs only (never called by the library): tags Log()'s lines with
 // `program`, sets its level from QR_LOG_LEVEL, else `fallback`, and makes it

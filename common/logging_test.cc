@@ -32,6 +32,15 @@ TEST(LoggingTest, LibraryLoggerIsNeitherRegisteredNorTheDefault) {
   spdlog::set_level(spdlog::level::info);
 }
 
+TEST(LoggingTest, LogFilePathExpandsHostAndPidAsNcclDebugFile) {
+  EXPECT_EQ(ExpandLogFilePath("/tmp/qr.%h.%p.log", "node7", 4242), "/tmp/qr.node7.4242.log");
+  EXPECT_EQ(ExpandLogFilePath("%p-%p", "h", 1), "1-1");
+  EXPECT_EQ(ExpandLogFilePath("100%%-%h", "h", 1), "100%-h");
+  // Other conversions and a trailing % are kept as written.
+  EXPECT_EQ(ExpandLogFilePath("a%db%", "h", 1), "a%db%");
+  EXPECT_EQ(ExpandLogFilePath("plain.log", "h", 1), "plain.log");
+}
+
 TEST(LoggingTest, LevelFromEnvironment) {
   ::setenv("QR_LOG_LEVEL", "debug", 1);
   ASSERT_OK(InitLogging("logging_test"));

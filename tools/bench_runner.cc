@@ -22,6 +22,7 @@
 #include "kernels/platform/platform.h"
 #include "tools/bench_gpu.h"
 #include "tools/bench_nccl.h"
+#include "tools/bench_nccl_table.h"
 #include "tools/bench_peer.h"
 #include "tools/bench_plan.h"
 #include "tools/bench_report.h"
@@ -283,6 +284,8 @@ void Bench::FlushGroup(std::vector<Measurement>& group) {
 
 Status Bench::Finish() {
   const MinSizeTable table = DeriveMinSizeTable(rows_, ws_, GpuPlatform());
+  // The same rows as nccl-tests prints them, to compare with its tables.
+  std::printf("\n%s", NcclTestsTable(rows_, ws_).c_str());
   std::printf("\n%s", table.text.c_str());
   std::fflush(stdout);
   header_.wall_seconds = Elapsed();

@@ -4,8 +4,10 @@
 # compiler), a clone of this checkout's committed HEAD in it, and inside it by
 # chroot exactly what the README tells a new user to run:
 #   ./bazelw run //:demo && ./bazelw test //...
-# so ./bazelw must install every package the build and the tests use, and
-# must build the host-only flavour on its own. Needs root (debootstrap,
+# and then packaging/deb_fresh_check.sh (dpkg -i the .deb that build made,
+# a C client through its broker, systemd-analyze verify, purge), so
+# ./bazelw must install every package the build and the tests use, and must
+# build the host-only flavour on its own. Needs root (debootstrap,
 # mount, chroot); runs in a private mount namespace, and unmounts everything
 # on every way out.
 #
@@ -237,3 +239,6 @@ in_root() {
 }
 in_root "./bazelw run //:demo"
 in_root "./bazelw test //..."
+# The Debian package of that build: installed, used through its broker,
+# its systemd unit verified, purged without a trace.
+in_root "bash packaging/deb_fresh_check.sh"

@@ -89,10 +89,13 @@ class LibraryLoggingTest : public ::testing::Test {
   }
 
   // Forks both ranks of a fresh group; in each, sets QR_LOG_LEVEL (unset when
-  // empty), sends stderr to a file and runs `body`. Returns the ranks'
-  // stderr; fails the test when a rank did not exit 0.
+  // empty) and QR_LOG_FILE (unset when empty), sends stderr to a file and
+  // runs `body`. Returns the ranks' stderr; fails the test when a rank did
+  // not exit 0. `pids_out`, when given, receives the ranks' pids.
   std::vector<std::string> RunRanks(const std::string& level,
-                                    const std::function<int(const std::string&, int)>& body) {
+                                    const std::function<int(const std::string&, int)>& body,
+                                    const std::string& log_file = "",
+                                    std::vector<pid_t>* pids_out = nullptr) {
     const std::string group = "logging-" + token_ + "-" + std::to_string(runs_++);
     std::vector<pid_t> pids;
     std::vector<std::string> paths;
@@ -107,6 +110,11 @@ class LibraryLoggingTest : public ::testing::Test {
         } else {
           ::setenv("QR_LOG_LEVEL", level.c_str(), 1);
         }
+        if (log_file.empty()) {
+          ::unsetenv("QR_LOG_FILE");
+        } else {
+          ::setenv("QR_LOG_FILE", log_file.c_str(), 1);
+        }
         const int fd = ::open(paths.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) ::_exit(10);
         const int rc = body(group, rank);
@@ -116,6 +124,7 @@ class LibraryLoggingTest : public ::testing::Test {
       EXPECT_GT(pid, 0);
       pids.push_back(pid);
     }
+    if (pids_out != nullptr) *pids_out = pids;
     const std::vector<int> codes = WaitAll(pids, std::chrono::seconds(60));
     std::vector<std::string> err;
     for (int rank = 0; rank < 2; ++rank) {
@@ -138,11 +147,52 @@ TEST_F(LibraryLoggingTest, LevelOffSilencesWhatDebugShows) {
   };
   for (const std::string& err : RunRanks("debug", run)) {
     EXPECT_THAT(err, HasSubstr("[quickreduce:"));
-    EXPECT_THAT(err, HasSubstr("[debug] joined group logging-"));
+    EXPECT_THAT(err, HasSubstr("[info] quickreduce " + std::string(qr_version()) +
+                               " joined group logging-"));
   }
   for (const std::string& err : RunRanks("off", run)) EXPECT_EQ(err, "");
   // The default level (warn) says nothing about a join that went well.
   for (const std::string& err : RunRanks("", run)) EXPECT_EQ(err, "");
+}
+
+// NCCL's "Init COMPLETE" line: one line per join at info saying what runs.
+TEST_F(LibraryLoggingTest, JoinSaysVersionBackendPlatformRegimeWorldSizeAndRank) {
+  std::vector<std::string> err = RunRanks("info", JoinReduceLeave);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(err[rank], HasSubstr("[info] quickreduce " + std::string(qr_version()) +
+                                     " joined group logging-"));
+    EXPECT_THAT(err[rank], HasSubstr(" rank " + std::to_string(rank) +
+                                     " of world size 2: backend host, platform host, device "
+                                     "host, regime FP, one-shot up to "));
+  }
+}
+
+// QR_LOG_FILE as NCCL_DEBUG_FILE: %h and %p name one file per process, which
+// gets what stderr would have; stderr stays empty.
+TEST_F(LibraryLoggingTest, LogFileNamesHostAndPid) {
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  std::vector<pid_t> pids;
+  std::vector<std::string> err = RunRanks("info", JoinReduceLeave, dir + "/qr.%h.%p.log", &pids);
+  ASSERT_EQ(pids.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(err[rank], "");
+    const std::string path = dir + "/qr." + host + "." + std::to_string(pids[rank]) + ".log";
+    const std::string text = Slurp(path);
+    EXPECT_THAT(text, HasSubstr("[quickreduce:" + std::to_string(pids[rank]) + "] [info]")) << path;
+    EXPECT_THAT(text, HasSubstr(" rank " + std::to_string(rank) + " of world size 2: "));
+  }
+}
+
+// A file that cannot be opened leaves the lines on stderr, with a warning.
+TEST_F(LibraryLoggingTest, UnopenableLogFileFallsBackToStderr) {
+  const std::string bad = std::string(std::getenv("TEST_TMPDIR")) + "/no/such/dir/qr.%p.log";
+  for (const std::string& err : RunRanks("info", JoinReduceLeave, bad)) {
+    EXPECT_THAT(err, HasSubstr("[warning] QR_LOG_FILE: cannot open '"));
+    EXPECT_THAT(err, HasSubstr("No such file or directory); logging to stderr"));
+    EXPECT_THAT(err, HasSubstr(" of world size 2: backend host"));
+  }
 }
 
 TEST_F(LibraryLoggingTest, BadLevelIsAJoinError) {
