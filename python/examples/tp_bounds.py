@@ -266,7 +266,7 @@ class Sensitivity:
                 if center is not None:
                     head = head - center[i] @ head
                     head_abs = head_abs + center[i] @ head_abs
-                s2 = torch.cat([(lambda jz: (jz * jz) @ w)(head[v:v + vocab_chunk] @ g)
+                s2 = torch.cat([(head[v:v + vocab_chunk] @ g).square() @ w
                                 for v in range(0, head.shape[0], vocab_chunk)])
                 scales.append(s2.sqrt())
                 heads.append(2 * H * U32 * (head_abs @ self.hidden[t].detach().abs()))

@@ -130,7 +130,8 @@ def compare_transformers(checks, model_path, config, state, stream, device, memo
     hf = hf.to(device).eval()
     with torch.no_grad():
         z_hf = hf(torch.tensor([stream], device=device)).logits[0].float().cpu().numpy()
-    del hf
+    hf_name = type(hf).__name__
+    del hf  # its memory is the analysis' below
     ours = tp_decoder.TPDecoder(config, state, dtype=torch.float32, device=device,
                                 max_len=len(stream))
     z = tp_decoder.stream_logits(ours, stream).cpu().numpy()
@@ -146,7 +147,7 @@ def compare_transformers(checks, model_path, config, state, stream, device, memo
     bound = tp_bounds.logit_thresholds(scales[:, :, 0], head)
     ratio = float((np.abs(z - z_hf) / bound).max())
     checks.add(f"fp32 model equals transformers {transformers.__version__} "
-               f"{type(hf).__name__}", ratio <= 1.0,
+               f"{hf_name}", ratio <= 1.0,
                f"max |dz| {float(np.abs(z - z_hf).max()):.3g}, /bound {ratio:.3f}")
     return {"transformers": transformers.__version__, "max_abs_logit_diff":
             float(np.abs(z - z_hf).max()), "over_bound": ratio}

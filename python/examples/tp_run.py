@@ -185,6 +185,7 @@ def driver(args):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(format_table(summary))
+    print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in summary["seconds"].items()))
     print(f"{len(checks.rows) - checks.failed} checks passed, {checks.failed} failed "
           f"(results in {out}/results.json)")
     return 1 if checks.failed else 0
