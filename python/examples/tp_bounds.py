@@ -29,6 +29,18 @@ FORMATS = {"float16": (2.0 ** -11, 2.0 ** -25, 65504.0),
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
+# A batched backward holds, per Jacobian row, the row and the autograd
+# intermediates of the perturbations' graph: about this many floats per
+# perturbed value (measured on CPU and on an H200 with 12 layers).
+ROW_COST = 4
+
+
+def default_memory_bytes(device):
+    """The analysis' memory budget: half the GPU's free memory, or 4 GiB on a CPU."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0] // 2
+    return 4 << 30
+
 
 def dtype_name(dtype):
     return {torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
@@ -170,6 +182,7 @@ class Sensitivity:
         t = torch.tensor([tokens], device=device)
         self.hidden = model.hidden(t, torch.arange(len(tokens), device=device))[0]  # [T, H]
         self.head = model.w["lm_head.weight"].float()  # [V, H]
+        self.weights_by_name = model.w
         self.deltas = [d for d, _ in self.probe.sites]
         self.device = device
 
@@ -178,25 +191,64 @@ class Sensitivity:
         flat = torch.cat([b.reshape(len(self.modes), -1) for _, b in self.probe.sites], dim=1)
         return torch.stack([(flat[a] + flat[c]) ** 2 for a, c in pairs])
 
-    def _hidden_jacobian(self, positions):
-        """d hidden[t] / d perturbations for t in positions: [len * H, N]."""
+    def _hidden_jacobian(self, t, rows):
+        """d hidden[t, rows] / d perturbations: [len(rows), N] (one batched backward)."""
         H = self.hidden.shape[-1]
-        rows = torch.zeros(len(positions) * H, self.hidden.numel(), device=self.device)
-        for i, t in enumerate(positions):
-            rows[i * H:(i + 1) * H, t * H:(t + 1) * H] = torch.eye(H, device=self.device)
-        grads = torch.autograd.grad(self.hidden.reshape(-1), self.deltas, grad_outputs=rows,
+        grad_rows = torch.zeros(len(rows), self.hidden.numel(), device=self.device)
+        index = torch.arange(len(rows), device=self.device)
+        grad_rows[index, t * H + torch.as_tensor(rows, device=self.device)] = 1.0
+        grads = torch.autograd.grad(self.hidden.reshape(-1), self.deltas, grad_outputs=grad_rows,
                                     retain_graph=True, is_grads_batched=True)
-        return torch.cat([g.reshape(rows.shape[0], -1) for g in grads], dim=1)
+        return torch.cat([g.reshape(len(rows), -1) for g in grads], dim=1)
 
-    def logit_scales(self, positions, pairs, centers=(None,), chunk_positions=4,
-                     vocab_chunk=8192):
+    def cost(self, positions, pairs, centers=1):
+        """What logit_scales needs: bytes it cannot chunk (the weights [N, P] and
+        one position's Jacobian [H, N], twice), bytes per Jacobian row of a
+        batched backward, and floating-point operations (the backward passes
+        and the contraction with the head)."""
+        N = sum(d.numel() for d in self.deltas)
+        H, V = self.hidden.shape[-1], self.head.shape[0]
+        T = self.hidden.shape[0]
+        layer_weights = sum(v.numel() for k, v in self.weights_by_name.items()
+                            if ".layers." in k)
+        positions = list(positions)
+        flops = sum(2 * V * H * N * (t + 1) / T * centers + 4 * H * T * layer_weights
+                    for t in positions)
+        return {"fixed_bytes": 4 * N * (len(pairs) + len(self.modes)) + 2 * 4 * H * N,
+                "row_bytes": ROW_COST * 4 * N, "flops": flops, "elements": N}
+
+    def fits(self, positions, pairs, centers=1, memory_bytes=None, max_flops=None):
+        """None if logit_scales fits the budgets, else why not (a sentence)."""
+        c = self.cost(positions, pairs, centers)
+        memory_bytes = memory_bytes or default_memory_bytes(self.device)
+        if c["fixed_bytes"] + c["row_bytes"] > memory_bytes:
+            return (f"the Jacobian of one position needs {c['fixed_bytes'] / 2**30:.1f} GiB "
+                    f"({c['elements']} perturbed values), over the "
+                    f"{memory_bytes / 2**30:.1f} GiB budget")
+        if max_flops is not None and c["flops"] > max_flops:
+            return (f"the logit scales need {c['flops'] / 1e12:.0f} TFLOP, over the "
+                    f"{max_flops / 1e12:.0f} TFLOP budget")
+        return None
+
+    def logit_scales(self, positions, pairs, centers=(None,), memory_bytes=None):
         """For each of `centers`: S [len(positions), vocab, P] for every logit
         and the head term [len, vocab].
 
         A center None means the logits themselves; probabilities
         [len(positions), vocab] mean the centered logits z_j - sum_i c_i z_i
         (a shift of every logit changes no distribution, and centering
-        removes most of it). The backward passes are shared."""
+        removes most of it). The backward passes are shared. Memory stays
+        within `memory_bytes` (default: default_memory_bytes): the Jacobian
+        of each position comes in chunks of rows, the head's product in
+        chunks of the vocabulary; call `fits` first, this raises if even one
+        row does not fit."""
+        memory_bytes = memory_bytes or default_memory_bytes(self.device)
+        c = self.cost(positions, pairs, len(centers))
+        spare = memory_bytes - c["fixed_bytes"]
+        if spare < c["row_bytes"]:
+            raise MemoryError(self.fits(positions, pairs, len(centers), memory_bytes))
+        rows_per_chunk = max(1, int(spare // c["row_bytes"]))
+        vocab_chunk = max(1, int(spare // (2 * 4 * c["elements"])))
         weights = self._pair_weights(pairs).T.contiguous()  # [N, P]
         element_pos = torch.cat(self.probe.positions)
         H = self.hidden.shape[-1]
@@ -204,22 +256,21 @@ class Sensitivity:
         centers = [None if c is None else torch.as_tensor(c, dtype=torch.float32,
                                                           device=self.device) for c in centers]
         out = [([], []) for _ in centers]
-        for start in range(0, len(positions), chunk_positions):
-            part = positions[start:start + chunk_positions]
-            jac = self._hidden_jacobian(part)
-            for i, t in enumerate(part):
-                causal = element_pos <= t  # later positions cannot reach logits[t]
-                g = jac[i * H:(i + 1) * H][:, causal]
-                w = weights[causal]
-                for center, (scales, heads) in zip(centers, out):
-                    head, head_abs = self.head, self.head.abs()
-                    if center is not None:
-                        head = head - center[start + i] @ head
-                        head_abs = head_abs + center[start + i] @ head_abs
-                    s2 = torch.cat([(lambda jz: (jz * jz) @ w)(head[v:v + vocab_chunk] @ g)
-                                    for v in range(0, head.shape[0], vocab_chunk)])
-                    scales.append(s2.sqrt())
-                    heads.append(2 * H * U32 * (head_abs @ self.hidden[t].detach().abs()))
+        for i, t in enumerate(positions):
+            causal = element_pos <= t  # later positions cannot reach logits[t]
+            g = torch.cat([self._hidden_jacobian(t, list(range(r, min(H, r + rows_per_chunk))))
+                           for r in range(0, H, rows_per_chunk)])[:, causal]
+            w = weights[causal]
+            for center, (scales, heads) in zip(centers, out):
+                head, head_abs = self.head, self.head.abs()
+                if center is not None:
+                    head = head - center[i] @ head
+                    head_abs = head_abs + center[i] @ head_abs
+                s2 = torch.cat([(head[v:v + vocab_chunk] @ g).square() @ w
+                                for v in range(0, head.shape[0], vocab_chunk)])
+                scales.append(s2.sqrt())
+                heads.append(2 * H * U32 * (head_abs @ self.hidden[t].detach().abs()))
+            del g, w
         return [(torch.stack(s).cpu().double().numpy(), torch.stack(h).cpu().double().numpy())
                 for s, h in out]
 

@@ -109,6 +109,22 @@ PRESETS = {
                   head_dim=16, rms_norm_eps=1e-5, rope_theta=500000.0,
                   max_position_embeddings=2048, tie_word_embeddings=False,
                   attention_bias=False),
+    # Qwen2.5-0.5B's shape (random weights): what the analysis must survive
+    # on one GPU (it skips, and says so, the bound checks that do not fit).
+    "qwen2.5-0.5b-shape": dict(model_type="qwen2", vocab_size=151936, hidden_size=896,
+                               intermediate_size=4864, num_hidden_layers=24,
+                               num_attention_heads=14, num_key_value_heads=2, head_dim=64,
+                               rms_norm_eps=1e-6, rope_theta=1000000.0,
+                               max_position_embeddings=32768, tie_word_embeddings=True,
+                               attention_bias=True),
+    # The same at world size 4, where 14 heads do not split: 16 heads of 56
+    # (the same projection shapes).
+    "qwen2.5-0.5b-shape-16h": dict(model_type="qwen2", vocab_size=151936, hidden_size=896,
+                                   intermediate_size=4864, num_hidden_layers=24,
+                                   num_attention_heads=16, num_key_value_heads=2, head_dim=56,
+                                   rms_norm_eps=1e-6, rope_theta=1000000.0,
+                                   max_position_embeddings=32768, tie_word_embeddings=True,
+                                   attention_bias=True),
 }
 
 

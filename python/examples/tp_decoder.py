@@ -45,8 +45,13 @@ def load_state_dict(path):
     state = {}
     for name in files:
         if kind == "safetensors":
-            import safetensors.torch  # only needed for safetensors checkpoints
-            part = safetensors.torch.load_file(name, device="cpu")
+            try:
+                import safetensors.torch
+            except ImportError:  # the format by hand (safetensors_io)
+                import safetensors_io
+                part = {k: torch.from_numpy(v) for k, v in safetensors_io.read(name).items()}
+            else:
+                part = safetensors.torch.load_file(name, device="cpu")
         else:
             part = torch.load(name, map_location="cpu")
         state.update(part)

@@ -218,7 +218,7 @@ def test_causal_mask_drops_only_zero_gradients(tiny):
     sens = tp_bounds.Sensitivity(config, state, list(range(3, 15)), modes)
     pos = torch.cat(sens.probe.positions)
     for t in (0, 5, 10):
-        jac = sens._hidden_jacobian([t])
+        jac = sens._hidden_jacobian(t, list(range(config.hidden_size)))
         assert float(jac[:, pos > t].abs().max()) == 0.0
         assert float(jac[:, pos <= t].abs().max()) > 0.0
 

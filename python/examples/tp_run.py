@@ -52,6 +52,7 @@ import tp_bounds  # noqa: E402
 import tp_checks  # noqa: E402
 import tp_common  # noqa: E402
 import tp_decoder  # noqa: E402
+import tp_heldout  # noqa: E402
 import tp_launch  # noqa: E402
 import tp_worker  # noqa: E402
 
@@ -115,15 +116,25 @@ def driver(args):
     if "FP" not in regimes:
         regimes = ["FP"] + regimes  # the quantized regimes are measured against FP
     dtypes = args.dtypes.split(",")
-    prompts = _random_prompts(config.vocab_size, args.prompts, args.seed + 1)
     t0 = time.time()
-    stream = _sample_stream(config, state, args.stream_len, args.seed + 2)
-    max_len = max(args.stream_len, max(map(len, prompts)) + args.new_tokens)
+    heldout = []
+    if args.heldout:  # held-out text: its windows, prompts and stream
+        heldout, prompts, stream = tp_heldout.plan_parts(
+            args.heldout, config, args.heldout_windows, args.heldout_len, args.prompts,
+            args.prompt_len, args.stream_len)
+    else:
+        prompts = _random_prompts(config.vocab_size, args.prompts, args.seed + 1)
+        stream = _sample_stream(config, state, args.stream_len, args.seed + 2)
+    max_len = max(args.stream_len, max(map(len, prompts)) + args.new_tokens,
+                  args.heldout_len if heldout else 0)
     variants = args.decode_variants.split(",")
     plan = {"regimes": regimes, "dtypes": dtypes, "prompts": prompts, "stream": stream,
             "new_tokens": args.new_tokens, "max_len": max_len, "sample_every": args.sample_every,
             "decode_variants": variants, "compile_regimes": args.compile_regimes.split(","),
-            "group_prefix": f"tp{os.getpid()}-{int(time.time() * 1000) % 100000}"}
+            "group_prefix": f"tp{os.getpid()}-{int(time.time() * 1000) % 100000}",
+            "heldout": heldout}
+    if heldout and args.attribution:
+        plan["attribution"] = {"regimes": args.attribution.split(","), "dtype": dtypes[0]}
     with open(os.path.join(out, "plan.json"), "w") as f:
         json.dump(plan, f)
 
@@ -144,12 +155,17 @@ def driver(args):
     # ---- the checks
     checks = tp_checks.Checks()
     ws = args.world_size
-    analysis = tp_analysis.Analysis(config, state, plan, ws, out, args.analysis_device)
+    budget = {"memory_bytes": args.analysis_memory_gib and int(args.analysis_memory_gib * 2**30),
+              "max_flops": args.analysis_max_tflop * 1e12}
+    analysis = tp_analysis.Analysis(config, state, plan, ws, out, args.analysis_device, **budget)
     t_analysis = analysis.seconds
     table = [analysis.check_regime(checks, regime, mode, workers)
              for regime in regimes for mode in dtypes]
     vs_hf = tp_checks.compare_transformers(checks, model_path, config, state, stream,
-                                           args.analysis_device)
+                                           args.analysis_device, **budget)
+    attribution = tp_heldout.attribution_rows(
+        out, plan, np.load(os.path.join(out, f"FP-{dtypes[0]}-heldout-logits.npy")),
+        heldout) if heldout else []
     summary = {"model": model_path, "transformers_check": vs_hf, "config": config.to_hf(),
                "world_size": ws,
                "device": args.device, "one_shot_off": args.one_shot_off,
@@ -158,11 +174,18 @@ def driver(args):
                "message_bytes": {"decode": config.hidden_size * 2,
                                  "prompt_prefill": [len(p) * config.hidden_size * 2 for p in prompts],
                                  "stream_prefill": len(stream) * config.hidden_size * 2},
-               "seconds": {"workers": t_workers, "analysis": t_analysis},
-               "table": table, "checks": checks.rows, "failed": checks.failed}
+               "seconds": {"workers": t_workers, "analysis": t_analysis,
+                           "total": time.time() - t0},
+               "skipped": analysis.skipped,
+               "heldout": heldout and {"file": args.heldout, "windows": len(heldout),
+                                       "length": args.heldout_len,
+                                       "prompt_len": args.prompt_len},
+               "table": table, "attribution": attribution,
+               "checks": checks.rows, "failed": checks.failed}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(format_table(summary))
+    print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in summary["seconds"].items()))
     print(f"{len(checks.rows) - checks.failed} checks passed, {checks.failed} failed "
           f"(results in {out}/results.json)")
     return 1 if checks.failed else 0
@@ -172,14 +195,20 @@ def format_table(summary):
     head = ("| regime | dtype | bit-exact calls | worst err/bound | max abs dlogit | dlogit/bound "
             "| KL (expected; bound) | log ppl (ref; bound on the change) | greedy agreement |")
     lines = [head, "|" + " --- |" * 9]
+    nan = float("nan")
     for r in summary["table"]:
+        g = lambda k: r.get(k, nan)  # noqa: E731  (bound columns are absent when skipped)
         lines.append(
             f"| {r['regime']} | {r['dtype']} | {r['bit_exact']}/{r['calls_checked']} "
             f"| {r['worst_bound_ratio']:.3f} | {r['max_abs_logit_error']:.3g} "
-            f"| {r['logit_error_over_bound']:.3f} "
-            f"| {r['kl_mean']:.3g} ({r['kl_expected']:.2g}; {r['kl_bound']:.2g}) "
-            f"| {r['log_ppl']:.4f} ({r['log_ppl_ref']:.4f}; {r['log_ppl_bound']:.2g}) "
+            f"| {g('logit_error_over_bound'):.3f} "
+            f"| {r['kl_mean']:.3g} ({g('kl_expected'):.2g}; {g('kl_bound'):.2g}) "
+            f"| {r['log_ppl']:.4f} ({r['log_ppl_ref']:.4f}; {g('log_ppl_bound'):.2g}) "
             f"| {r['greedy_agreement']:.3f} |")
+    if summary.get("skipped"):
+        lines.append(f"({summary['skipped']})")
+    if summary.get("heldout"):
+        lines += ["", tp_heldout.format_table(summary)]
     return "\n".join(lines)
 
 
@@ -206,7 +235,21 @@ def main(argv=None):
                          "seconds)")
     ap.add_argument("--one-shot-off", type=int, default=1,
                     help="1: QR_ONE_SHOT_MAX_KB=0, every call two-shot (default)")
+    ap.add_argument("--heldout", metavar="TEXT",
+                    help="held-out text of a byte-level model (train_lm.py): its windows are "
+                    "evaluated teacher-forced, prompts and stream come from it")
+    ap.add_argument("--heldout-windows", type=int, default=16)
+    ap.add_argument("--heldout-len", type=int, default=256)
+    ap.add_argument("--prompt-len", type=int, default=32, help="bytes per held-out prompt")
+    ap.add_argument("--attribution", default="",
+                    help="with --heldout: regimes (e.g. INT4) run once per layer with only that "
+                    "layer's two all-reduces quantized (the first dtype)")
     ap.add_argument("--analysis-device", default="cpu")
+    ap.add_argument("--analysis-memory-gib", type=float,
+                    help="the bounds' memory budget (default: half the GPU's free memory, "
+                    "4 GiB on a CPU); checks that do not fit are skipped and said so")
+    ap.add_argument("--analysis-max-tflop", type=float, default=200,
+                    help="skip the logit bound checks when they need more than this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", help="results directory (default: a new temporary one)")

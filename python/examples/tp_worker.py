@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 import tp_decoder
+import tp_heldout
 import tp_variants
 
 DTYPE_MODES = {  # name -> (torch dtype, cast_bf16_to_fp16)
@@ -76,6 +77,11 @@ def _run_regime(model, ar, plan, regime, mode, rank, out, device):
     res["stream_digest"] = hashlib.sha256(z.cpu().numpy().tobytes()).hexdigest()
     if rank == 0:
         np.save(os.path.join(out, f"{regime}-{mode}-stream-logits.npy"), z.cpu().numpy())
+    if plan.get("heldout"):  # teacher-forced windows, no call sampled
+        ar.sample = lambda i: False
+        z = tp_heldout.run_windows(model, plan["heldout"])
+        if rank == 0:
+            np.save(os.path.join(out, f"{regime}-{mode}-heldout-logits.npy"), z)
     every = plan["sample_every"]
     gen = []
     for p, prompt in enumerate(plan["prompts"]):
@@ -129,5 +135,9 @@ def worker(args):
                 comm.check()
                 res["seconds"] = {"join": joined - start, "run": time.time() - joined}
             results[f"{regime}/{mode}"] = res
+    if plan.get("attribution"):
+        dtype, cast = DTYPE_MODES[plan["attribution"]["dtype"]]
+        tp_heldout.run_attribution(qr, plan, config, state, rank, ws, device, qr_device, dtype,
+                                   cast, args.out)
     with open(os.path.join(args.out, f"worker{rank}.json"), "w") as f:
         json.dump(results, f)
