@@ -35,6 +35,7 @@ import logging
 import os
 import sys
 
+from .. import stack_info
 from . import _aliases, _policy
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
@@ -53,20 +54,19 @@ def enabled():
 
 
 def active_bypasses(coordinator):
-    """The SGLang settings that send this group's all-reduces around "qr"."""
-    active = set()
+    """The SGLang settings that send this group's all-reduces around "qr"
+    (stack_info's names), symmetric memory as the group itself reports it."""
     try:
         from sglang.srt.server_args import get_global_server_args
         args = get_global_server_args()
     except Exception:
         args = None
-    if getattr(args, "enable_flashinfer_allreduce_fusion", False):
-        active.add("enable_flashinfer_allreduce_fusion")
     symm = getattr(coordinator, "is_symmetric_memory_enabled", None)
     symm_on = symm() if callable(symm) else bool(getattr(args, "enable_symm_mem", False))
-    if symm_on and os.environ.get("QR_SGLANG_FIRST") == "1":
-        active.add("enable_symm_mem+QR_SGLANG_FIRST")
-    return active
+    settings = {"enable_flashinfer_allreduce_fusion":
+                bool(getattr(args, "enable_flashinfer_allreduce_fusion", False)),
+                "enable_symm_mem": bool(symm_on)}
+    return set(stack_info.active("sglang", settings, os.environ))
 
 
 def _after_init(self, *_):

@@ -30,15 +30,13 @@ gets a warning, not an error.
 
 import logging
 
+from .. import stack_info
 from . import _aliases, _policy
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 _MODULE = "vllm.distributed.device_communicators.cuda_communicator"
 _installed = False
-# Newer vLLM names first; older releases used the second names.
-_PASS_FLAGS = {"fuse_allreduce_rms": ("fuse_allreduce_rms", "enable_fi_allreduce_fusion"),
-               "enable_sp": ("enable_sp", "enable_sequence_parallelism"),
-               "fuse_gemm_comms": ("fuse_gemm_comms", "enable_async_tp")}
+
 
 
 def logger():
@@ -61,7 +59,7 @@ def _is_tp(unique_name):
 
 def active_bypasses():
     """The vLLM passes of the current configuration that send TP all-reduces
-    around qr_comm (their PassConfig names)."""
+    around qr_comm (stack_info's names; older releases' names read too)."""
     try:
         import vllm.config as config
         get = getattr(config, "get_current_vllm_config_or_none", None) or \
@@ -69,8 +67,7 @@ def active_bypasses():
         pass_config = get().compilation_config.pass_config
     except Exception:
         return set()
-    return {p for p, names in _PASS_FLAGS.items()
-            if any(getattr(pass_config, n, None) for n in names)}
+    return set(stack_info.active("vllm", pass_config))
 
 
 def _after_init(self, _result, args, kwargs):
