@@ -36,7 +36,7 @@ import os
 import sys
 
 from .. import stack_info
-from . import _aliases, _policy
+from . import _aliases, _flashinfer, _policy
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 MODULE = "sglang.srt.distributed.parallel_state"
@@ -101,12 +101,21 @@ def _after_init(self, *_):
             hasattr(ca, "should_custom_ar"):
         native_should = ca.should_custom_ar
         ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native_should(t)
-    _policy.warn_bypass_once("sglang", active_bypasses(self), log.warning)
+    active = active_bypasses(self)
+    # FlashInfer's fused all-reduce + residual + RMSNorm (_flashinfer.py)
+    # now runs through this backend where it takes the call.
+    _flashinfer.set_backend("sglang", backend)
+    if "enable_flashinfer_allreduce_fusion" in active and \
+            _flashinfer.arm("sglang", _flashinfer.SGLANG_MODULES):
+        _policy.serve_path("sglang", "enable_flashinfer_allreduce_fusion")
+    _policy.warn_bypass_once("sglang", active, log.warning)
 
 
 def _after_destroy(self, *_):
     b = backend_of(self)
     if b is not None:
+        if _flashinfer._backends.get("sglang") is b:
+            _flashinfer.set_backend("sglang", None)
         b.close()
         self.qr_comm = None
 
