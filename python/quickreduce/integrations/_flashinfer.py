@@ -185,7 +185,7 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def _exists(name):
     try:
         return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
+    except Exception:  # a parent package that fails to import: nothing to serve
         return False
 
 
