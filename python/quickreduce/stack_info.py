@@ -49,8 +49,10 @@ BYPASS_PATHS = [
      "(16-bit, no quantized output) through quickreduce's fused collective"),
     ("vllm", "enable_sp", ("enable_sp", "enable_sequence_parallelism"),
      "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
-     "the adapter runs the device communicator's 16-bit reduce_scatter / all_gather along "
-     "dimension 0 through quickreduce"),
+     # The adapter runs them through quickreduce on the host backend only:
+     # GPU communicators refuse reduce-scatter / all-gather until their
+     # kernels exist (integrations/_rsag.py), so on GPUs this still bypasses.
+     None),
     ("vllm", "fuse_gemm_comms", ("fuse_gemm_comms", "enable_async_tp"),
      "async TP fuses the collectives into the GEMMs (torch symmetric memory)", None),
     ("sglang", "enable_flashinfer_allreduce_fusion", ("enable_flashinfer_allreduce_fusion",),

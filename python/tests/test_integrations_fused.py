@@ -179,3 +179,39 @@ def test_sglang_flashinfer_fusion_runs_through_quickreduce():
         assert r["fused"] == (True, True, 0)
         assert r["fallback"] == (1, 4.0)
         assert r["warnings"] == []
+
+
+def test_sequence_parallelism_stays_vllms_where_the_communicator_refuses_it(monkeypatch):
+    """GPU communicators refuse reduce-scatter / all-gather until their
+    kernels exist (QR_UNSUPPORTED before anything is sent): the adapter
+    leaves such a group's calls to vLLM, never raises, and remembers."""
+    from quickreduce.errors import Unsupported
+    from quickreduce.integrations import _rsag
+    from quickreduce.integrations._backend import QuickReduceBackend
+
+    class Comm:
+        device, closed = None, False
+
+        def reduce_scatter(self, x, out=None, regime=None):
+            raise Unsupported("no kernel")
+
+    b = object.__new__(QuickReduceBackend)
+    b.disabled, b.comm, b.world_size, b.batch_invariant = False, Comm(), 2, False
+    monkeypatch.setattr(_rsag._collectives, "should_run", lambda *a, **k: True)
+
+    class Vllm:
+        qr_comm = b
+
+        def reduce_scatter(self, input_, dim=-1):
+            return "vllm's"
+
+        all_gather = reduce_scatter
+
+    _rsag.install(Vllm)
+    x = torch.zeros(4, 8, dtype=torch.float16)
+    assert _rsag.supported(b)
+    assert Vllm().reduce_scatter(x, 0) == "vllm's"  # refused, then vLLM's own
+    assert not _rsag.supported(b) and Vllm().reduce_scatter(x, 0) == "vllm's"
+    b.rsag_unsupported = False
+    Comm.device = 0  # a GPU communicator: not even asked
+    assert not _rsag.supported(b) and Vllm().all_gather(x, 0) == "vllm's"

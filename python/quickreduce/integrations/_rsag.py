@@ -20,7 +20,18 @@ vLLM's is); the reduce-scatter runs the configured regime, as the adapter's
 all-reduce does, and FP under batch invariance."""
 
 from .. import _collectives
+from ..errors import Unsupported
 from ._backend import backend_of
+
+
+def supported(b):
+    """Whether b's communicator runs reduce-scatter / all-gather: the host
+    backend does; a GPU communicator answers QR_UNSUPPORTED until the GPU
+    kernels exist (comm/collectives.cc BuildCollectiveCall,
+    docs/collectives.md), so there vLLM keeps its own and the warning keeps
+    naming enable_sp."""
+    return b is not None and b.comm is not None and b.comm.device is None and \
+        not getattr(b, "rsag_unsupported", False)
 
 
 def _dim0(x, dim):
@@ -32,7 +43,7 @@ def _regime(b, gather):
 
 
 def _takes(b, x, gather):
-    if b is None or b.disabled or b.comm is None:
+    if b is None or b.disabled or not supported(b):
         return False
     if str(x.dtype) not in ("torch.float16", "torch.bfloat16"):
         return False
@@ -47,9 +58,12 @@ def reduce_scatter(original):
             ws = b.world_size
             out = torch.empty((input_.shape[0] // ws,) + tuple(input_.shape[1:]),
                               dtype=input_.dtype, device=input_.device)
-            b.comm.reduce_scatter(input_, out=out, regime=_regime(b, False))
-            self.taken_by_rsag = "qr"
-            return out
+            try:
+                b.comm.reduce_scatter(input_, out=out, regime=_regime(b, False))
+                self.taken_by_rsag = "qr"
+                return out
+            except Unsupported:  # refused before anything is sent, on every rank alike
+                b.rsag_unsupported = True
         self.taken_by_rsag = "vllm"
         return original(self, input_, dim)
     return wrapper
@@ -62,9 +76,12 @@ def all_gather(original):
             import torch
             out = torch.empty((input_.shape[0] * b.world_size,) + tuple(input_.shape[1:]),
                               dtype=input_.dtype, device=input_.device)
-            b.comm.all_gather(input_, out=out, regime=_regime(b, True))
-            self.taken_by_rsag = "qr"
-            return out
+            try:
+                b.comm.all_gather(input_, out=out, regime=_regime(b, True))
+                self.taken_by_rsag = "qr"
+                return out
+            except Unsupported:  # refused before anything is sent, on every rank alike
+                b.rsag_unsupported = True
         self.taken_by_rsag = "vllm"
         return original(self, input_, dim)
     return wrapper

@@ -112,7 +112,7 @@ def _after_init(self, _result, args, kwargs):
     # Sequence parallelism's reduce-scatter / all-gather (_rsag.py) and
     # FlashInfer's fused all-reduce + RMSNorm (_flashinfer.py) now run
     # through this backend where it takes them: those paths leave the warning.
-    if _rsag.install(type(self)):
+    if _rsag.install(type(self)) and _rsag.supported(backend):
         _policy.serve_path("vllm", "enable_sp")
     _flashinfer.set_backend("vllm", backend)
     if "fuse_allreduce_rms" in active and _flashinfer.arm("vllm", _flashinfer.VLLM_MODULES):
