@@ -20,6 +20,7 @@ import uuid
 
 from . import doctor_checks as checks
 from . import stack_info
+from .integrations import _policy
 from .doctor_checks import finding
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,6 +72,11 @@ def check_stacks(environ, vllm_config=None, sglang_config=None):
                                                             why), data=data))
         found = stack_info.bypasses(stack, settings, environ)
         for name, why_bypass in found:
+            served = stack_info.served_by_adapter(stack, name)
+            if served and _policy.enabled(stack, environ):
+                out.append(finding(stack + "-bypass", "info", "%s: %s; quickreduce is opted in: %s"
+                                   % (name, why_bypass, served), data={"setting": name}))
+                continue
             out.append(finding(
                 stack + "-bypass", "problem",
                 "%s: %s, so quickreduce never sees those all-reduces" % (name, why_bypass),

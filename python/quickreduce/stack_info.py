@@ -35,19 +35,91 @@ STACKS = {
     "sglang": ("sglang", "SGLANG_PLUGINS", "sglang.srt.plugins"),
 }
 
-# vLLM PassConfig fields whose passes take tensor-parallel all-reduces away
-# from the device communicator's all_reduce (where quickreduce sits).
-VLLM_BYPASSING_PASSES = {
-    "fuse_allreduce_rms": "FlashInfer's fused all-reduce + RMSNorm replaces the all-reduce",
-    "enable_sp": "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
-    "fuse_gemm_comms": "async TP fuses the collectives into the GEMMs",
-}
+# The one table of the stacks' settings that carry tensor-parallel
+# all-reduces around quickreduce's slot, used by `quickreduce doctor` and by
+# the adapters' once-only warning (integrations/_policy.py). Each entry:
+# (stack, path, the setting's names (newest first; older vLLM releases used
+# the later ones: vllm/config/compilation.py before the rename), what it does,
+# what quickreduce's adapter does about it once installed (None: nothing)).
+# `path` is the name the warning and the doctor report.
+BYPASS_PATHS = [
+    ("vllm", "fuse_allreduce_rms", ("fuse_allreduce_rms", "enable_fi_allreduce_fusion"),
+     "FlashInfer's fused all-reduce + RMSNorm replaces the all-reduce",
+     "the adapter runs the FlashInfer fused all-reduce + residual + RMSNorm calls it can take "
+     "(16-bit, no quantized output) through quickreduce's fused collective"),
+    ("vllm", "enable_sp", ("enable_sp", "enable_sequence_parallelism"),
+     "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
+     # The adapter runs them through quickreduce on the host backend only:
+     # GPU communicators refuse reduce-scatter / all-gather until their
+     # kernels exist (integrations/_rsag.py), so on GPUs this still bypasses.
+     None),
+    ("vllm", "fuse_gemm_comms", ("fuse_gemm_comms", "enable_async_tp"),
+     "async TP fuses the collectives into the GEMMs (torch symmetric memory)", None),
+    ("sglang", "enable_flashinfer_allreduce_fusion", ("enable_flashinfer_allreduce_fusion",),
+     "FlashInfer's fused all-reduce + RMSNorm replaces the all-reduce",
+     "the adapter runs the FlashInfer fused all-reduce + residual + RMSNorm calls it can take "
+     "(16-bit) through quickreduce's fused collective"),
+    ("sglang", "enable_symm_mem", ("enable_symm_mem",),
+     "with QR_SGLANG_FIRST=1 the custom all-reduce declines and NCCL symmetric memory takes "
+     "in-place all-reduces before quickreduce", None),
+]
 
-# SGLang server arguments that route all-reduces around quickreduce.
-SGLANG_BYPASSING_ARGS = {
-    "enable_flashinfer_allreduce_fusion":
-        "FlashInfer's fused all-reduce + RMSNorm replaces the all-reduce",
-}
+
+def paths(stack):
+    """The BYPASS_PATHS entries of one stack, in the table's order."""
+    return [e for e in BYPASS_PATHS if e[0] == stack]
+
+
+def _get(settings, name):
+    if isinstance(settings, dict):
+        return settings.get(name)
+    return getattr(settings, name, None)
+
+
+def _vllm_passes(settings):
+    """The pass config inside `settings`: a dict or PassConfig object, or a
+    whole compilation config (dict or object) holding one as pass_config."""
+    if isinstance(settings, dict):
+        return dict(settings.get("pass_config") or {}) if "pass_config" in settings else settings
+    inner = getattr(settings, "pass_config", None)
+    return inner if inner is not None else settings
+
+
+def _setting(stack, settings, names):
+    """The first of `names` that `settings` sets (not None), else None."""
+    source = _vllm_passes(settings) if stack == "vllm" else settings
+    for n in names:
+        v = _get(source, n)
+        if v is not None:
+            return v
+    return None
+
+
+def active(stack, settings, environ=None):
+    """The paths (BYPASS_PATHS names) that `settings` turns on: vLLM's pass
+    config (dict or PassConfig object, or a compilation config holding one
+    as pass_config) or SGLang's server arguments (dict or ServerArgs); a
+    setting counts when it is true. `environ` supplies QR_SGLANG_FIRST, which
+    makes SGLang's symmetric memory a bypass. The SGLang adapter passes a
+    dict with enable_symm_mem from the group's own is_symmetric_memory_enabled()."""
+    settings = settings if settings is not None else {}
+    out = []
+    for _, path, names, _, _ in paths(stack):
+        if _setting(stack, settings, names) is not True:
+            continue
+        if path == "enable_symm_mem" and (environ or {}).get("QR_SGLANG_FIRST") != "1":
+            continue
+        out.append(path)
+    return out
+
+
+def why(stack, path):
+    return next(e[3] for e in paths(stack) if e[1] == path)
+
+
+def served_by_adapter(stack, path):
+    """What quickreduce's adapter does about `path` once installed, or None."""
+    return next(e[4] for e in paths(stack) if e[1] == path)
 
 
 def installed_version(stack):
@@ -78,31 +150,15 @@ def plugin_allowed(stack, environ):
 
 def bypasses(stack, settings, environ=None):
     """The settings that route tensor-parallel all-reduces around quickreduce:
-    a list of (setting, why). `settings` is vLLM's pass_config dict (or a whole
-    compilation config holding one under "pass_config") or SGLang's server
-    arguments as a dict; a setting is counted when it is true. `environ`
-    (SGLang only) supplies QR_SGLANG_FIRST for the symmetric-memory case."""
-    settings = dict(settings or {})
-    out = []
-    if stack == "vllm":
-        passes = dict(settings.get("pass_config") or {}) if "pass_config" in settings else settings
-        for name, why in VLLM_BYPASSING_PASSES.items():
-            if passes.get(name) is True:
-                out.append((name, why))
-        return out
-    for name, why in SGLANG_BYPASSING_ARGS.items():
-        if settings.get(name) is True:
-            out.append((name, why))
-    if settings.get("enable_symm_mem") is True and (environ or {}).get("QR_SGLANG_FIRST") == "1":
-        out.append(("enable_symm_mem", "with QR_SGLANG_FIRST=1 the custom all-reduce declines and "
-                    "NCCL symmetric memory takes in-place all-reduces before quickreduce"))
-    return out
+    a list of (path, why) for active(stack, settings, environ)."""
+    return [(p, why(stack, p)) for p in active(stack, settings, environ)]
 
 
 def remedy(stack, setting):
     """How to turn a bypassing setting off, in the stack's own terms."""
     if stack == "vllm":
-        return "-cc.pass_config.%s=False (or the same key in --compilation-config)" % setting
+        return ("-cc.pass_config.%s=False (or the same key in --compilation-config)" % setting +
+                ("; -O1 leaves it off" if setting == "fuse_allreduce_rms" else ""))
     if setting == "enable_symm_mem":
         return "drop --enable-symm-mem, or unset QR_SGLANG_FIRST"
     return ("drop --%s; SGLang also turns it on by itself for some models on SM90/SM100, so "
@@ -114,6 +170,5 @@ def undecided(stack, settings):
     """vLLM passes left to its optimization level (unset in `settings`)."""
     if stack != "vllm":
         return []
-    settings = dict(settings or {})
-    passes = dict(settings.get("pass_config") or {}) if "pass_config" in settings else settings
-    return [name for name in VLLM_BYPASSING_PASSES if passes.get(name) is None]
+    return [path for _, path, names, _, _ in paths(stack)
+            if _setting(stack, settings or {}, names) is None]

@@ -12,6 +12,7 @@ INT3); AITER aiter/dist/device_communicators/quick_all_reduce.py @aca1a950
 
 import pytest
 
+from quickreduce import stack_info
 from quickreduce.integrations import _aliases, _policy
 from quickreduce.integrations._aliases import UNSET, AliasError
 
@@ -122,7 +123,7 @@ def test_the_bypass_warning_names_the_flags_and_a_served_path_leaves_it():
     assert "fuse_allreduce_rms" in text and "enable_sp" in text and "fuse_gemm_comms" not in text
     assert "-O1" in text
     assert _policy.bypass_warning("vllm", set()) is None
-    sg = _policy.bypass_warning("sglang", {"enable_symm_mem+QR_SGLANG_FIRST"})
+    sg = _policy.bypass_warning("sglang", {"enable_symm_mem"})
     assert "--enable-symm-mem" in sg and "QR_SGLANG_FIRST" in sg
     warned = []
     _policy.warn_bypass_once("vllm", {"enable_sp"}, warned.append)
@@ -135,3 +136,41 @@ def test_the_bypass_warning_names_the_flags_and_a_served_path_leaves_it():
                                                               {"enable_sp", "fuse_allreduce_rms"})
     finally:
         _policy._served.discard(("vllm", "enable_sp"))
+
+
+# --- one table for the warning and the doctor (stack_info.BYPASS_PATHS) ---
+
+class _PassConfig:
+    """The attributes of vLLM's PassConfig the adapter reads (vllm/config/
+    compilation.py; older releases: enable_fi_allreduce_fusion,
+    enable_sequence_parallelism, enable_async_tp)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+@pytest.mark.parametrize("stack,path", [(e[0], e[1]) for e in stack_info.BYPASS_PATHS])
+def test_the_warning_and_the_doctor_name_a_path_alike(stack, path):
+    text = _policy.bypass_warning(stack, {path})
+    assert stack_info.why(stack, path) in text and stack_info.remedy(stack, path) in text
+    settings = {"pass_config": {path: True}} if stack == "vllm" else {path: True}
+    environ = {"QR_SGLANG_FIRST": "1"}
+    assert [p for p, _ in stack_info.bypasses(stack, settings, environ)] == [path]
+
+
+def test_older_vllm_pass_names_count_for_the_doctor_as_for_the_adapter():
+    for old, path in (("enable_fi_allreduce_fusion", "fuse_allreduce_rms"),
+                      ("enable_sequence_parallelism", "enable_sp"),
+                      ("enable_async_tp", "fuse_gemm_comms")):
+        assert stack_info.active("vllm", _PassConfig(**{old: True})) == [path]
+        assert [p for p, _ in stack_info.bypasses("vllm", {"pass_config": {old: True}})] == [path]
+        assert path not in stack_info.undecided("vllm", {old: False})
+    # The newer name wins where both are set.
+    assert stack_info.active("vllm", {"fuse_allreduce_rms": False,
+                                      "enable_fi_allreduce_fusion": True}) == []
+
+
+def test_sglang_symmetric_memory_counts_only_with_qr_sglang_first():
+    assert stack_info.active("sglang", {"enable_symm_mem": True}, {}) == []
+    assert stack_info.active("sglang", {"enable_symm_mem": True},
+                             {"QR_SGLANG_FIRST": "1"}) == ["enable_symm_mem"]

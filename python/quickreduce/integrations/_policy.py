@@ -23,12 +23,14 @@ stack, what the stack's own switches mean to it, and what it tells the user.
 
 import os
 
+from .. import stack_info
+
 STACKS = {
     # stack: (our switch, keep-native switch, the stack's plugin allowlist)
     "vllm": ("QR_VLLM", "QR_VLLM_KEEP_NATIVE", "VLLM_PLUGINS"),
     "sglang": ("QR_SGLANG", "QR_SGLANG_KEEP_NATIVE", "SGLANG_PLUGINS"),
 }
-PLUGIN_NAME = "quickreduce"
+PLUGIN_NAME = stack_info.PLUGIN_NAME
 
 
 def _env(environ):
@@ -89,26 +91,9 @@ def batch_invariant(stack, environ=None):
     return v.strip().lower() in ("1", "true", "yes", "y", "on")
 
 
-# Paths that carry TP all-reduces around qr_comm: (stack, path, how the user
-# turns it off, what it is). Named in the warning by `path`.
-BYPASS_PATHS = {
-    ("vllm", "fuse_allreduce_rms"): (
-        "-O1 or --compilation-config '{\"pass_config\": {\"fuse_allreduce_rms\": false}}'",
-        "fused all-reduce + RMSNorm (FlashInfer/AITER) takes the small all-reduces"),
-    ("vllm", "enable_sp"): (
-        "--compilation-config '{\"pass_config\": {\"enable_sp\": false}}'",
-        "sequence parallelism turns all-reduces into reduce-scatter + all-gather"),
-    ("vllm", "fuse_gemm_comms"): (
-        "--compilation-config '{\"pass_config\": {\"fuse_gemm_comms\": false}}'",
-        "async TP fuses the GEMMs with reduce-scatter/all-gather"),
-    ("sglang", "enable_flashinfer_allreduce_fusion"): (
-        "leave out --enable-flashinfer-allreduce-fusion",
-        "FlashInfer's fused all-reduce + RMSNorm takes the all-reduces it fits"),
-    ("sglang", "enable_symm_mem+QR_SGLANG_FIRST"): (
-        "leave out --enable-symm-mem, or unset QR_SGLANG_FIRST",
-        "with custom all-reduce declining, SGLang's in-place symmetric-memory NCCL comes "
-        "before quickreduce"),
-}
+# The paths that carry TP all-reduces around qr_comm, their settings, why
+# and remedies are stack_info's (one table for this warning and for
+# `python -m quickreduce doctor`).
 _served = set()
 _warned = set()
 
@@ -119,10 +104,11 @@ def serve_path(stack, path):
 
 
 def bypasses(stack, active):
-    """The paths of `active` (names of BYPASS_PATHS that the configuration
-    turns on) that quickreduce does not serve, in BYPASS_PATHS' order."""
-    return [p for (s, p) in BYPASS_PATHS if s == stack and p in active
-            and (s, p) not in _served]
+    """The paths of `active` (stack_info.BYPASS_PATHS names that the
+    configuration turns on) that quickreduce does not serve, in the table's
+    order."""
+    return [p for _, p, _, _, _ in stack_info.paths(stack) if p in active
+            and (stack, p) not in _served]
 
 
 def bypass_warning(stack, active):
@@ -130,8 +116,8 @@ def bypass_warning(stack, active):
     paths = bypasses(stack, active)
     if not paths:
         return None
-    parts = ["%s (%s; to route them to quickreduce: %s)" % (p, BYPASS_PATHS[(stack, p)][1],
-                                                           BYPASS_PATHS[(stack, p)][0])
+    parts = ["%s (%s; to route them to quickreduce: %s)" % (p, stack_info.why(stack, p),
+                                                           stack_info.remedy(stack, p))
              for p in paths]
     return ("quickreduce is installed, but this configuration sends tensor-parallel all-reduces "
             "around it: " + "; ".join(parts))

@@ -35,7 +35,8 @@ import logging
 import os
 import sys
 
-from . import _aliases, _policy
+from .. import stack_info
+from . import _aliases, _flashinfer, _policy
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 MODULE = "sglang.srt.distributed.parallel_state"
@@ -53,20 +54,19 @@ def enabled():
 
 
 def active_bypasses(coordinator):
-    """The SGLang settings that send this group's all-reduces around "qr"."""
-    active = set()
+    """The SGLang settings that send this group's all-reduces around "qr"
+    (stack_info's names), symmetric memory as the group itself reports it."""
     try:
         from sglang.srt.server_args import get_global_server_args
         args = get_global_server_args()
     except Exception:
         args = None
-    if getattr(args, "enable_flashinfer_allreduce_fusion", False):
-        active.add("enable_flashinfer_allreduce_fusion")
     symm = getattr(coordinator, "is_symmetric_memory_enabled", None)
     symm_on = symm() if callable(symm) else bool(getattr(args, "enable_symm_mem", False))
-    if symm_on and os.environ.get("QR_SGLANG_FIRST") == "1":
-        active.add("enable_symm_mem+QR_SGLANG_FIRST")
-    return active
+    settings = {"enable_flashinfer_allreduce_fusion":
+                bool(getattr(args, "enable_flashinfer_allreduce_fusion", False)),
+                "enable_symm_mem": bool(symm_on)}
+    return set(stack_info.active("sglang", settings, os.environ))
 
 
 def _after_init(self, *_):
@@ -101,12 +101,21 @@ def _after_init(self, *_):
             hasattr(ca, "should_custom_ar"):
         native_should = ca.should_custom_ar
         ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native_should(t)
-    _policy.warn_bypass_once("sglang", active_bypasses(self), log.warning)
+    active = active_bypasses(self)
+    # FlashInfer's fused all-reduce + residual + RMSNorm (_flashinfer.py)
+    # now runs through this backend where it takes the call.
+    _flashinfer.set_backend("sglang", backend)
+    if "enable_flashinfer_allreduce_fusion" in active and \
+            _flashinfer.arm("sglang", _flashinfer.SGLANG_MODULES):
+        _policy.serve_path("sglang", "enable_flashinfer_allreduce_fusion")
+    _policy.warn_bypass_once("sglang", active, log.warning)
 
 
 def _after_destroy(self, *_):
     b = backend_of(self)
     if b is not None:
+        if _flashinfer._backends.get("sglang") is b:
+            _flashinfer.set_backend("sglang", None)
         b.close()
         self.qr_comm = None
 

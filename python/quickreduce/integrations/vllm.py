@@ -18,7 +18,10 @@ symmetric memory where that is on) inside torch.ops.vllm.all_reduce, so the
 choice is made at run time under torch.compile and CUDA graphs. destroy()
 closes quickreduce's group; suspend()/resume() and checkpoint_prepare()/
 checkpoint_restore() leave it and join again. A warning through vLLM's logger
-names the compilation passes that send TP all-reduces around qr_comm.
+names the compilation passes that send TP all-reduces around qr_comm and
+that quickreduce does not serve: sequence parallelism's reduce-scatter /
+all-gather run through quickreduce (_rsag.py), and so do FlashInfer's fused
+all-reduce + residual + RMSNorm calls it takes (_flashinfer.py).
 
 Written against vllm-project/vllm vllm/distributed/device_communicators/
 cuda_communicator.py (the newest stored copy, upstream sha256 102d95c6...,
@@ -30,15 +33,13 @@ gets a warning, not an error.
 
 import logging
 
-from . import _aliases, _policy
+from .. import stack_info
+from . import _aliases, _flashinfer, _policy, _rsag
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 _MODULE = "vllm.distributed.device_communicators.cuda_communicator"
 _installed = False
-# Newer vLLM names first; older releases used the second names.
-_PASS_FLAGS = {"fuse_allreduce_rms": ("fuse_allreduce_rms", "enable_fi_allreduce_fusion"),
-               "enable_sp": ("enable_sp", "enable_sequence_parallelism"),
-               "fuse_gemm_comms": ("fuse_gemm_comms", "enable_async_tp")}
+
 
 
 def logger():
@@ -61,7 +62,7 @@ def _is_tp(unique_name):
 
 def active_bypasses():
     """The vLLM passes of the current configuration that send TP all-reduces
-    around qr_comm (their PassConfig names)."""
+    around qr_comm (stack_info's names; older releases' names read too)."""
     try:
         import vllm.config as config
         get = getattr(config, "get_current_vllm_config_or_none", None) or \
@@ -69,8 +70,7 @@ def active_bypasses():
         pass_config = get().compilation_config.pass_config
     except Exception:
         return set()
-    return {p for p, names in _PASS_FLAGS.items()
-            if any(getattr(pass_config, n, None) for n in names)}
+    return set(stack_info.active("vllm", pass_config))
 
 
 def _after_init(self, _result, args, kwargs):
@@ -108,12 +108,23 @@ def _after_init(self, _result, args, kwargs):
     else:
         log.info("quickreduce serves the all-reduces of group '%s' that vLLM routes to its "
                  "quick all-reduce", name)
-    _policy.warn_bypass_once("vllm", active_bypasses(), log.warning)
+    active = active_bypasses()
+    # Sequence parallelism's reduce-scatter / all-gather (_rsag.py) and
+    # FlashInfer's fused all-reduce + RMSNorm (_flashinfer.py) now run
+    # through this backend where it takes them: those paths leave the warning.
+    if _rsag.install(type(self)) and _rsag.supported(backend):
+        _policy.serve_path("vllm", "enable_sp")
+    _flashinfer.set_backend("vllm", backend)
+    if "fuse_allreduce_rms" in active and _flashinfer.arm("vllm", _flashinfer.VLLM_MODULES):
+        _policy.serve_path("vllm", "fuse_allreduce_rms")
+    _policy.warn_bypass_once("vllm", active, log.warning)
 
 
 def _close(self, *_):
     b = backend_of(self)
     if b is not None:
+        if _flashinfer._backends.get("vllm") is b:
+            _flashinfer.set_backend("vllm", None)
         b.close()
         self.qr_comm = None
 

@@ -16,7 +16,7 @@ out=${OUT:-/tmp/qr-python-gpu}
 mkdir -p "$out"
 gpu_tests=("$@")
 (( ${#gpu_tests[@]} )) || gpu_tests=(python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_fused.py python/tests/gpu/test_gpu_vllm_port.py
-  python/tests/gpu/test_distributed_gpu.py)
+  python/tests/gpu/test_distributed_gpu.py python/tests/gpu/test_gpu_integrations_fused.py)
 [[ -f $staged/libquickreduce.so ]] || { echo "run.sh: $staged is missing: run python/tests/gpu/stage.sh first" >&2; exit 1; }
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1
@@ -47,7 +47,8 @@ rc=${PIPESTATUS[0]}
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
   python/tests/test_torch.py python/tests/test_library.py python/tests/test_integrations.py \
-  python/tests/test_integrations_sglang.py python/tests/test_vllm_quick_all_reduce.py \
+  python/tests/test_integrations_sglang.py python/tests/test_integrations_fused.py \
+  python/tests/test_vllm_quick_all_reduce.py \
   python/tests/test_collectives.py python/tests/test_distributed.py 2>&1 |
   tee "$out/python-cpu.log"
 (( PIPESTATUS[0] == 0 )) || rc=1

@@ -45,3 +45,26 @@ class DeviceCommunicatorBase:
             self.rank_in_group = self.ranks.index(self.global_rank)  # dist.get_group_rank
         self.use_all2all = use_all2all
         self.all2all_manager = None
+
+    # DeviceCommunicatorBase.all_gather / reduce_scatter: dim is moved to the
+    # front, the collective runs along dimension 0 on device_group and the
+    # result is moved back. The real ones call all_gather_into_tensor /
+    # reduce_scatter_tensor; gloo under torch 1.13 has neither, so the fake
+    # gathers a list and reduces with all_reduce (the same values).
+    def all_gather(self, input_, dim=-1):
+        if dim < 0:
+            dim += input_.dim()
+        parts = [torch.empty_like(input_) for _ in range(self.world_size)]
+        dist.all_gather(parts, input_.contiguous(), group=self.device_group)
+        return torch.cat(parts, dim=dim)
+
+    def reduce_scatter(self, input_, dim=-1):
+        if dim < 0:
+            dim += input_.dim()
+        t = input_.movedim(0, dim).contiguous()
+        assert t.shape[0] % self.world_size == 0
+        chunk = t.shape[0] // self.world_size
+        s = t.clone()
+        dist.all_reduce(s, group=self.device_group)
+        out = s[self.rank_in_group * chunk:(self.rank_in_group + 1) * chunk]
+        return out.movedim(0, dim).contiguous()

@@ -7,7 +7,8 @@ backend-selection line at the end of __init__, all_reduce's order (NCCL
 symmetric memory, quick reduce, FlashInfer PCIe-IPC, FlashInfer, AITER custom,
 custom, torch symmetric memory, pynccl, torch.distributed), destroy (which
 does not touch qr_comm), suspend/resume and checkpoint_prepare/restore (which
-cover pynccl, FlashInfer and all2all only). Backends this machine lacks
+cover pynccl, FlashInfer and all2all only), all_gather / reduce_scatter
+(NCCL symmetric memory, else pynccl, else the base class). Backends this machine lacks
 (pynccl, FlashInfer, symmetric memory, AITER) are None, as they are there
 without them. `taken_by` records which backend served the last call."""
 import torch
@@ -88,6 +89,17 @@ class CudaCommunicator(DeviceCommunicatorBase):
         torch.distributed.all_reduce(out, group=self.device_group)
         self.taken_by = "torch"
         return out
+
+    # all_gather: dim 0 goes to NCCL symmetric memory when that is on, else
+    # pynccl, else (no pynccl, as here) the base class. reduce_scatter: the
+    # real one asserts pynccl and runs it on input_.movedim(0, dim)
+    # .contiguous(); without pynccl the fake runs the base class's, which
+    # computes the same values.
+    def all_gather(self, input_, dim=-1):
+        return super().all_gather(input_, dim)
+
+    def reduce_scatter(self, input_, dim=-1):
+        return super().reduce_scatter(input_, dim)
 
     def destroy(self):
         if self.pynccl_comm is not None:

@@ -1,0 +1,106 @@
+"""vLLM's reduce-scatter and all-gather through quickreduce (issue 29).
+
+vLLM's sequence-parallelism pass (PassConfig.enable_sp) replaces a TP
+all-reduce with torch.ops.vllm.reduce_scatter(x, dim=0, ...) and, after the
+RMSNorm on the shard, torch.ops.vllm.all_gather(x, dim=0, ...); both reach
+GroupCoordinator._reduce_scatter_out_place / _all_gather_out_place, which
+call the device communicator's reduce_scatter(input_, dim) / all_gather(
+input_, dim). Read against vllm-project/vllm vllm/distributed/
+device_communicators/cuda_communicator.py (the newest stored copy, upstream
+sha256 102d95c6..., index id 71111748962): all_gather routes dim 0 to NCCL
+symmetric memory when that is on, else pynccl (base class without it);
+reduce_scatter moves `dim` to the front, makes it contiguous and runs pynccl
+(or symmetric memory). These two methods are the hook: wrapped so that a
+float16/bfloat16 call along dimension 0 that quickreduce takes
+(_collectives.should_run: the communicator's device, contiguous, 16-byte
+shards, the all-reduce's size rule for the whole message) runs
+Communicator.reduce_scatter / all_gather, and every other call runs vLLM's
+own method unchanged. The all-gather always runs FP (an exact copy, as
+vLLM's is); the reduce-scatter runs the configured regime, as the adapter's
+all-reduce does, and FP under batch invariance."""
+
+from .. import _collectives
+from ..errors import Unsupported
+from ._backend import backend_of
+
+
+def supported(b):
+    """Whether b's communicator runs reduce-scatter / all-gather: the host
+    backend does; a GPU communicator answers QR_UNSUPPORTED until the GPU
+    kernels exist (comm/collectives.cc BuildCollectiveCall,
+    docs/collectives.md), so there vLLM keeps its own and the warning keeps
+    naming enable_sp."""
+    return b is not None and b.comm is not None and b.comm.device is None and \
+        not getattr(b, "rsag_unsupported", False)
+
+
+def _dim0(x, dim):
+    return x.dim() > 0 and (dim + x.dim() if dim < 0 else dim) == 0
+
+
+def _regime(b, gather):
+    return "FP" if b.batch_invariant or gather else None
+
+
+def _takes(b, x, gather):
+    if b is None or b.disabled or not supported(b):
+        return False
+    if str(x.dtype) not in ("torch.float16", "torch.bfloat16"):
+        return False
+    return _collectives.should_run(b.comm, x, gather, regime=_regime(b, gather))
+
+
+def reduce_scatter(original):
+    def wrapper(self, input_, dim=-1):
+        b = backend_of(self)
+        if _dim0(input_, dim) and _takes(b, input_, False):
+            import torch
+            ws = b.world_size
+            out = torch.empty((input_.shape[0] // ws,) + tuple(input_.shape[1:]),
+                              dtype=input_.dtype, device=input_.device)
+            try:
+                b.comm.reduce_scatter(input_, out=out, regime=_regime(b, False))
+                self.taken_by_rsag = "qr"
+                return out
+            except Unsupported:  # refused before anything is sent, on every rank alike
+                b.rsag_unsupported = True
+        self.taken_by_rsag = "vllm"
+        return original(self, input_, dim)
+    return wrapper
+
+
+def all_gather(original):
+    def wrapper(self, input_, dim=-1):
+        b = backend_of(self)
+        if _dim0(input_, dim) and _takes(b, input_, True):
+            import torch
+            out = torch.empty((input_.shape[0] * b.world_size,) + tuple(input_.shape[1:]),
+                              dtype=input_.dtype, device=input_.device)
+            try:
+                b.comm.all_gather(input_, out=out, regime=_regime(b, True))
+                self.taken_by_rsag = "qr"
+                return out
+            except Unsupported:  # refused before anything is sent, on every rank alike
+                b.rsag_unsupported = True
+        self.taken_by_rsag = "vllm"
+        return original(self, input_, dim)
+    return wrapper
+
+
+def install(cls):
+    """Wraps cls.reduce_scatter and cls.all_gather (idempotent). False when
+    the class has neither (an older vLLM: nothing is served)."""
+    done = False
+    for name, make in (("reduce_scatter", reduce_scatter), ("all_gather", all_gather)):
+        original = cls.__dict__.get(name) or getattr(cls, name, None)
+        if original is None:
+            continue
+        done = True
+        if getattr(original, "_quickreduce", False):
+            continue
+        w = make(original)
+        w._quickreduce = True
+        w.__wrapped__ = original
+        w.__name__ = name
+        setattr(cls, name, w)
+    return done

@@ -1,0 +1,217 @@
+"""The adapters' fused all-reduce + residual + RMSNorm (issue 28) and vLLM's
+sequence-parallel reduce-scatter / all-gather (issue 29) against the fakes in
+python/tests/fakes, which follow the stacks' own files (each names the
+repository, commit and path): vLLM's allreduce_rms_fusion.py (the function
+behind torch.ops.vllm.flashinfer_trtllm_fused_allreduce_norm, reading its
+flashinfer_comm global), SGLang's flashinfer_comm_fusion.py
+(flashinfer_allreduce_residual_rmsnorm, reading _flashinfer_comm), FlashInfer's
+comm entry points, and CudaCommunicator's reduce_scatter / all_gather. Ranks
+are processes on gloo; quickreduce runs on its host backend with CPU tensors.
+What quickreduce serves must be bit-equal to Communicator's own call; what it
+declines must reach the stack's path unchanged; a served path leaves the
+bypass warning."""
+
+import logging
+import os
+import sys
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from harness import run_processes  # noqa: E402
+
+FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
+EPS = 1e-6
+
+
+def _gloo(rank, init_file):
+    sys.path.insert(0, FAKES)
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=2)
+    return dist
+
+
+def _inputs(rank, tokens, hidden, seed=0):
+    g = torch.Generator().manual_seed(seed * 100 + rank)
+    x = (torch.randn(tokens, hidden, generator=g) * 0.5).to(torch.float16)
+    g2 = torch.Generator().manual_seed(seed)  # the same residual and weight on every rank
+    r = torch.randn(tokens, hidden, generator=g2).to(torch.float16)
+    w = (1 + 0.1 * torch.randn(hidden, generator=g2)).to(torch.float16)
+    return x, r, w
+
+
+def _vllm_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    try:
+        from quickreduce.integrations import vllm as qr_vllm
+        from vllm.config import (CompilationConfig, PassConfig, VllmConfig,
+                                 set_current_vllm_config)
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+        from vllm.logger import RECORDS
+        qr_vllm.register()
+        w = dist.group.WORLD
+        config = VllmConfig(CompilationConfig(PassConfig(
+            fuse_allreduce_rms=True, enable_sp=True, fuse_gemm_comms=True)))
+        with set_current_vllm_config(config):
+            tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        comm = tp.qr_comm.comm
+        # The pass's module, imported after the group exists (as vLLM does
+        # when it compiles): the hook patches it on import.
+        import flashinfer.comm as fi
+        from vllm.compilation.passes.fusion import allreduce_rms_fusion as f
+        f.init_workspace(2)
+        pat = fi.AllReduceFusionPattern.kARResidualRMSNorm
+        out = {"warnings": [m for _, m in RECORDS if "around it" in m]}
+        # AllReduceFusedAddRMSNormPattern: norm_out None, in place.
+        x, r, g = _inputs(rank, 256, 1024)
+        want_n, want_r = comm.all_reduce_residual_rmsnorm(x.clone(), r.clone(), g, EPS)
+        before = len(fi.CALLS)
+        f.call_trtllm_fused_allreduce_norm(x, r, g, EPS, 2, True, True, 256, pat)
+        out["inplace"] = (torch.equal(x, want_n), torch.equal(r, want_r), len(fi.CALLS) - before)
+        # AllReduceRMSNormPattern: a zero residual, norm_out given,
+        # residual_out = allreduce_in (the all-reduced input).
+        x, _, g = _inputs(rank, 256, 1024, seed=1)
+        zero = torch.zeros_like(x)
+        want_n, want_r = comm.all_reduce_residual_rmsnorm(x.clone(), zero.clone(), g, EPS)
+        norm = torch.empty_like(x)
+        f.call_trtllm_fused_allreduce_norm(x, zero, g, EPS, 2, True, True, 256, pat,
+                                           norm_out=norm)
+        out["norm_out"] = (torch.equal(norm, want_n), torch.equal(x, want_r),
+                           len(fi.CALLS) - before)
+        # Outside eligibility: rows of 1004 halves are not 16-byte rows, and
+        # float32 is not quickreduce's: FlashInfer runs them.
+        for shape, dtype in (((64, 1004), torch.float16), ((64, 1024), torch.float32)):
+            x = torch.full(shape, float(rank + 1), dtype=dtype)
+            r = torch.ones(shape, dtype=dtype)
+            g = torch.ones(shape[1], dtype=dtype)
+            f.call_trtllm_fused_allreduce_norm(x, r, g, EPS, 2, True, True, 64, pat)
+            out.setdefault("fallback", []).append(
+                (len(fi.CALLS) - before, r[0, 0].item(), round(x[0, 0].item(), 3)))
+        # Sequence parallelism: reduce_scatter / all_gather along dim 0.
+        x = _inputs(rank, 512, 1024, seed=2)[0]
+        want = comm.reduce_scatter(x.clone())
+        got = tp.reduce_scatter(x, dim=0)
+        out["rs"] = (tp.taken_by_rsag, torch.equal(got, want), tuple(got.shape))
+        shard = torch.full((256, 1024), float(rank + 1), dtype=torch.bfloat16)
+        gathered = tp.all_gather(shard, dim=0)
+        out["ag"] = (tp.taken_by_rsag, tuple(gathered.shape), gathered[0, 0].item(),
+                     gathered[-1, 0].item())
+        tp.all_gather(shard.half(), dim=1)  # (gloo has no bfloat16 under torch 1.13)
+        out["ag_dim1"] = tp.taken_by_rsag
+        tp.reduce_scatter(x.float(), dim=0)
+        out["rs_fp32"] = tp.taken_by_rsag
+        tp.destroy()
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_vllm_fused_allreduce_rmsnorm_and_sequence_parallelism_run_through_quickreduce():
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _vllm_rank, os.path.join(d, "init"),
+                                env={"QR_VLLM": "1"}, timeout=180)
+    for r in results:
+        assert r["inplace"] == (True, True, 0)
+        assert r["norm_out"] == (True, True, 0)
+        # FlashInfer's own kernel: residual_out = 3 + 1, normalized rows of 4s.
+        assert r["fallback"] == [(1, 4.0, 1.0), (2, 4.0, 1.0)]
+        assert r["rs"] == ("qr", True, (256, 1024))
+        assert r["ag"] == ("qr", (512, 1024), 1.0, 2.0)
+        assert r["ag_dim1"] == "vllm" and r["rs_fp32"] == "vllm"
+        # Served paths leave the warning; async TP still bypasses.
+        assert len(r["warnings"]) == 1, r["warnings"]
+        text = r["warnings"][0]
+        assert "fuse_gemm_comms" in text
+        assert "fuse_allreduce_rms" not in text and "enable_sp" not in text
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _sglang_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    lines = _Lines()
+    log = logging.getLogger("sglang.srt.distributed.quickreduce")
+    log.addHandler(lines)
+    log.setLevel(logging.INFO)
+    try:
+        from quickreduce.integrations import sglang as qr_sglang
+        import sglang.srt.distributed.parallel_state as ps
+        from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+        set_global_server_args_for_scheduler(ServerArgs(enable_flashinfer_allreduce_fusion=True))
+        qr_sglang.patch(ps)
+        # The layer module imported before the group exists: patched at once.
+        import flashinfer.comm as fi
+        from sglang.srt.layers import flashinfer_comm_fusion as f
+        tp = ps.GroupCoordinator([[0, 1]], 0, "gloo", False, False, True, False, False, False,
+                                 False, group_name="tp")
+        comm = tp.qr_comm.comm
+        x, r, g = _inputs(rank, 128, 2048)
+        want = comm.all_reduce_residual_rmsnorm(x.clone(), r.clone(), g, EPS)
+        before = len(fi.CALLS)
+        got = f.flashinfer_allreduce_residual_rmsnorm(x, r, g, EPS)
+        out = {"fused": (torch.equal(got[0], want[0]), torch.equal(got[1], want[1]),
+                         len(fi.CALLS) - before)}
+        x = torch.full((8, 1004), float(rank + 1), dtype=torch.float16)
+        n, res = f.flashinfer_allreduce_residual_rmsnorm(
+            x, torch.ones_like(x), torch.ones(1004, dtype=torch.float16), EPS)
+        out["fallback"] = (len(fi.CALLS) - before, res[0, 0].item())
+        out["warnings"] = [m for m in lines.lines if "around it" in m]
+        tp.destroy()
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sglang_flashinfer_fusion_runs_through_quickreduce():
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _sglang_rank, os.path.join(d, "init"),
+                                env={"QR_SGLANG": "1"}, timeout=180)
+    for r in results:
+        assert r["fused"] == (True, True, 0)
+        assert r["fallback"] == (1, 4.0)
+        assert r["warnings"] == []
+
+
+def test_sequence_parallelism_stays_vllms_where_the_communicator_refuses_it(monkeypatch):
+    """GPU communicators refuse reduce-scatter / all-gather until their
+    kernels exist (QR_UNSUPPORTED before anything is sent): the adapter
+    leaves such a group's calls to vLLM, never raises, and remembers."""
+    from quickreduce.errors import Unsupported
+    from quickreduce.integrations import _rsag
+    from quickreduce.integrations._backend import QuickReduceBackend
+
+    class Comm:
+        device, closed = None, False
+
+        def reduce_scatter(self, x, out=None, regime=None):
+            raise Unsupported("no kernel")
+
+    b = object.__new__(QuickReduceBackend)
+    b.disabled, b.comm, b.world_size, b.batch_invariant = False, Comm(), 2, False
+    monkeypatch.setattr(_rsag._collectives, "should_run", lambda *a, **k: True)
+
+    class Vllm:
+        qr_comm = b
+
+        def reduce_scatter(self, input_, dim=-1):
+            return "vllm's"
+
+        all_gather = reduce_scatter
+
+    _rsag.install(Vllm)
+    x = torch.zeros(4, 8, dtype=torch.float16)
+    assert _rsag.supported(b)
+    assert Vllm().reduce_scatter(x, 0) == "vllm's"  # refused, then vLLM's own
+    assert not _rsag.supported(b) and Vllm().reduce_scatter(x, 0) == "vllm's"
+    b.rsag_unsupported = False
+    Comm.device = 0  # a GPU communicator: not even asked
+    assert not _rsag.supported(b) and Vllm().all_gather(x, 0) == "vllm's"
