@@ -5,21 +5,16 @@
 
 #include "kernels/codec_layout.h"
 #include "kernels/float16.h"
+#include "kernels/rounding_model.h"
 
 namespace qr::kernels {
 namespace {
 
-// As kernels/error_bound.cc: fp32 unit roundoff, and rounding to a 16-bit
-// format, |rn(y) - y| <= rel * |y| + abs below max.
-constexpr double kU32 = 0x1p-24;
-struct Format {
-  double rel;
-  double abs;
-  double max;
-};
-constexpr Format kFp16Format{0x1p-11, 0x1p-25, 65504.0};
-constexpr Format kBf16Format{0x1p-8, 0x1p-134, 3.3895313892515355e38};
-const Format& FormatOf(DType dtype) { return dtype == DType::kFloat16 ? kFp16Format : kBf16Format; }
+using rounding::Format;
+using rounding::FormatOf;
+using rounding::kBf16Format;
+using rounding::kFp16Format;
+using rounding::kU32;
 
 // The saturating bf16 -> fp16 cast of one value of magnitude x: its error,
 // and the largest magnitude it can give (into *cast).
