@@ -47,7 +47,11 @@ unset XDG_RUNTIME_DIR
 
 # 3. A C client through the packaged broker, autostarted from $PATH.
 cc -std=c99 -Wall -Werror -o /tmp/qr_client packaging/testdata/client.c $(pkg-config --cflags --libs quickreduce)
-unset QR_BROKER_BIN QR_BROKER_SOCKET
+unset QR_BROKER_BIN
+# A socket of its own: a broker left on the default socket (the README's
+# demo runs before this in the fresh root) would serve the clients instead
+# of the packaged one.
+export QR_BROKER_SOCKET; QR_BROKER_SOCKET=$(mktemp -d /tmp/qr-deb.XXXXXX)/broker.sock
 /tmp/qr_client deb 0 & p0=$!
 /tmp/qr_client deb 1 || fail "rank 1"
 wait "$p0" || fail "rank 0"
@@ -57,6 +61,8 @@ pid=$(qrctl status | awk '/^broker/ { print $3; exit }' | tr -d ,)
 say "two ranks ran through /usr/bin/qr-broker (pid $pid)"
 kill "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+rm -rf "${QR_BROKER_SOCKET%/*}"
+unset QR_BROKER_SOCKET
 
 # 4. Purge leaves nothing, also after an administrator enabled the unit.
 systemctl --global enable qr-broker.service
