@@ -273,7 +273,17 @@ int AbortWorker(const WorkerArgs& a) {
   if (!comm.ok()) return 10;
   std::vector<uint16_t> in(static_cast<size_t>(ws * k::kTileElems), 0x3C00);
   std::vector<uint16_t> out(static_cast<size_t>(k::kTileElems));
+  // One collective first, so that rank 0 aborts only once every rank has
+  // joined: a join returns when the peers have mapped this rank's buffers,
+  // not when they have mapped each other's, and a peer still connecting
+  // when the abort comes fails its join instead of its call. The call may
+  // itself meet the abort on the ranks still in it.
+  std::vector<uint16_t> gathered(static_cast<size_t>(ws) * 64);
+  Status barrier =
+      (*comm)->AllGather(in.data(), gathered.data(), 64, DType::kFloat16, Regime::kFp, false);
+  if (!barrier.ok() && barrier.code() != StatusCode::kPeerFailed) return 15;
   if (rank == 0) {
+    if (!barrier.ok()) return 16;
     if (!(*comm)->Abort("test abort").ok()) return 11;
     return 0;
   }
