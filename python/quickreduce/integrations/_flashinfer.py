@@ -38,9 +38,10 @@ rank). The rest goes to FlashInfer unchanged.
 """
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
+
+from ._import_hook import AfterImportHook
 
 VLLM_MODULES = ("vllm.compilation.passes.fusion.allreduce_rms_fusion",
                 "vllm.compilation.collective_fusion")
@@ -154,31 +155,14 @@ def patch_module(stack, module):
     return served
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _AfterImport(AfterImportHook):
     """Runs patch_module right after one of `names` is first executed."""
 
     def __init__(self, stack, names):
-        self.stack, self.names = stack, set(names)
+        super().__init__(names)
+        self.stack = stack
 
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in self.names:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        self._inner = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
+    def after_exec(self, module):
         patch_module(self.stack, module)
 
 

@@ -29,7 +29,6 @@ python/sglang/srt/plugins/__init__.py @0298b5b4 and plugins/hook_registry.py
 """
 
 import importlib
-import importlib.abc
 import importlib.util
 import logging
 import os
@@ -37,6 +36,7 @@ import sys
 
 from .. import stack_info
 from . import _aliases, _flashinfer, _policy
+from ._import_hook import AfterImportHook
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
 MODULE = "sglang.srt.distributed.parallel_state"
@@ -178,28 +178,13 @@ def plugin_system_will_install():
     return any(e.name == _policy.PLUGIN_NAME for e in group)
 
 
-class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Hook(AfterImportHook):
     """Runs patch() right after MODULE is first executed."""
 
-    def find_spec(self, fullname, path, target=None):
-        if fullname != MODULE:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        self._inner = spec.loader
-        spec.loader = self
-        return spec
+    def __init__(self):
+        super().__init__([MODULE])
 
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
+    def after_exec(self, module):
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         if not plugin_system_will_install():
