@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
     lanes[threadIdx.x] = part;
     __syncthreads();
     // The pairwise tree: lane j < s takes lane j + s, s = 128 .. 1.
-    for (int s = kLanes / 2; s >= 1; s /= 2) {
+    for (unsigned s = kLanes / 2; s >= 1; s /= 2) {
       if (threadIdx.x < s)
         lanes[threadIdx.x] = platform::AddRn(lanes[threadIdx.x], lanes[threadIdx.x + s]);
       __syncthreads();
