@@ -231,11 +231,15 @@ TEST_F(AllReduceTest, WorldSize4EveryCodecAndDtype) {
 
 TEST_F(AllReduceTest, WorldSize8EveryCodecAndDtype) { RunSweep(8, Sweep(8, {8, 16392, 131080})); }
 
+// The largest message, in both wire families: FP (fp16, out of place) and
+// INT8 (bf16 cast to fp16, in place). INT6/INT4/INT3 take several rounds in
+// the sweeps above (1 << 20 | 8 at world size 2); at 64 MiB each added ~15 s
+// of CI's two cores, twice (the main step and the fresh-Debian one).
 TEST_F(AllReduceTest, WorldSize2SixtyFourMiB) {
   const int64_t n = 32 << 20;  // 64 MiB of 16-bit values
   std::vector<Case> cases;
   int i = 0;
-  for (Codec codec : kAllCodecs) {
+  for (Codec codec : {Codec::kFp, Codec::kInt8}) {
     Case c;
     c.codec = codec;
     c.dtype = i % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
