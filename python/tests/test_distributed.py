@@ -95,6 +95,54 @@ def test_two_simulated_nodes_hierarchical_all_reduce():
         assert out["rs"] == [10.0] * 16  # across nodes: gloo
 
 
+def _nodes_collectives(rank, path, nodes):
+    """reduce_scatter_tensor and all_gather_into_tensor across 2 simulated
+    nodes; nodes[r] is rank r's node id. Counts the node legs quickreduce ran."""
+    from quickreduce.communicator import Communicator
+    legs = []
+    for name in ("reduce_scatter", "all_gather"):
+        def spy(self, *a, _f=getattr(Communicator, name), _n=name, **kw):
+            legs.append(_n)
+            return _f(self, *a, **kw)
+        setattr(Communicator, name, spy)
+    _init(rank, 4, path, nodes[rank])
+    out = {}
+    rs = torch.empty(1024, dtype=torch.float16)
+    rs_fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+    rs_fn(rs, _x(rank, 4096, torch.float16, seed=4))
+    out["rs"] = rs.view(torch.int16).tolist()
+    ag = torch.empty(4 * 72, dtype=torch.bfloat16)
+    ag_fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+    ag_fn(ag, _x(rank, 72, torch.bfloat16, seed=5))
+    out["ag"] = ag.view(torch.int16).tolist()
+    # An fp32 reduce-scatter is not quickreduce's: the delegate, exact order.
+    rs32 = torch.empty(8, dtype=torch.float32)
+    rs_fn(rs32, torch.full((32,), float(rank + 1)))
+    out["rs32"] = rs32.tolist()
+    out["legs"] = legs
+    dist.destroy_process_group()
+    return out
+
+
+@pytest.mark.parametrize("nodes", [["a", "a", "b", "b"], ["a", "b", "a", "b"]],
+                         ids=["node-major", "interleaved"])
+def test_two_simulated_nodes_reduce_scatter_and_all_gather(nodes):
+    path = tempfile.mktemp(prefix="qrdist-")
+    results = run_processes(4, _nodes_collectives, path, nodes, timeout=240)
+    xs = [_x(r, 4096, torch.float16, seed=4).float() for r in range(4)]
+    members = {k: [r for r in range(4) if nodes[r] == k] for k in ("a", "b")}
+    # In each node the FP reduce-scatter rounds the fp32 sum once; across
+    # nodes gloo adds the two fp16 partial sums (one rounding).
+    part = {k: (xs[m[0]] + xs[m[1]]).half().float() for k, m in members.items()}
+    tot = (part["a"] + part["b"]).half()
+    ags = torch.cat([_x(r, 72, torch.bfloat16, seed=5) for r in range(4)])
+    for rank, out in enumerate(results):
+        assert out["rs"] == tot[rank * 1024:(rank + 1) * 1024].view(torch.int16).tolist()
+        assert out["ag"] == ags.view(torch.int16).tolist()
+        assert out["rs32"] == [10.0] * 8
+        assert out["legs"] == ["reduce_scatter", "all_gather"]
+
+
 def _one_node(rank, path, ws):
     _init(rank, ws, path, "one")
     pg = dist.distributed_c10d._get_default_group()

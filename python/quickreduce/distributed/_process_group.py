@@ -5,10 +5,9 @@ all_reduce, reduce_scatter_tensor and all_gather_into_tensor through
 quickreduce and delegates everything else to a gloo group (CPU tensors) or an
 NCCL group (CUDA tensors) made beside it on the same store.
 
-Across nodes (docs/distributed.md) all_reduce is hierarchical: reduce-scatter
-inside the node with the configured regime, all-reduce of the 1/local_size
-shard across nodes through the delegate of equal local rank, all-gather
-inside the node (FP, exact)."""
+Across nodes (docs/distributed.md, _hierarchical.py) the three are
+hierarchical: quickreduce inside the node, the delegate group of the ranks of
+equal local rank across nodes."""
 
 import uuid
 
@@ -18,6 +17,7 @@ import torch.distributed as dist
 from .. import _collectives
 from ..communicator import Communicator
 from ..errors import InvalidArgument
+from . import _hierarchical
 from ._topology import exchange_layout
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -101,7 +101,8 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
             return self._nccl
         return self._gloo
 
-    def _cross(self, tensor):
+    def cross_group(self, tensor):
+        """The cross-node group of this rank's local rank for tensors like `tensor`."""
         if tensor.is_cuda and self._cross_nccl is not None:
             return self._cross_nccl
         return self._cross_gloo
@@ -140,20 +141,9 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
                 return False
             comm.all_reduce(t, out=t)
             return True
-        # Hierarchical: the GPU backend has no reduce-scatter yet (QR_UNSUPPORTED).
-        if comm.device is not None:
+        if not self._runs_collectives(comm):
             return False
-        flat = t.view(-1)
-        m = flat.numel() // self.layout.local_size
-        if m * self.layout.local_size != flat.numel() or \
-                not _collectives.should_run(comm, flat, False):
-            return False
-        lo = self.layout.local_rank * m
-        shard = flat[lo:lo + m]
-        comm.reduce_scatter(flat, out=shard)  # in place: this rank's slice
-        self._cross(t).allreduce([shard]).wait()
-        comm.all_gather(shard, out=flat, regime="FP")  # in place, exact
-        return True
+        return _hierarchical.all_reduce(self, comm, t)
 
     def allreduce(self, tensors, opts=None):
         if opts is None:
@@ -162,53 +152,45 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
             return _done(tensors)
         return self._delegate(_first_tensor(tensors)).allreduce(tensors, opts)
 
-    def _single_node_comm(self, t, per_rank_in):
-        if self.layout.num_nodes != 1 or t.dtype not in _HALF:
+    @staticmethod
+    def _runs_collectives(comm):
+        # The GPU backend has no reduce-scatter/all-gather kernels yet
+        # (QR_UNSUPPORTED): GPU tensors take the delegate.
+        return comm is not None and comm.device is None
+
+    def _collective_comm(self, t):
+        """The node's communicator when quickreduce takes part in a
+        reduce-scatter or all-gather of t (fp16/bf16, a node of 2+ ranks)."""
+        if t.dtype not in _HALF:
             return None
         comm = self.communicator(t)
-        if comm is None or comm.device is not None:  # GPU: no kernels yet
-            return None
-        return comm if _collectives.should_run(comm, t, per_rank_in) else None
+        return comm if self._runs_collectives(comm) else None
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if opts is None:
             opts = dist.ReduceScatterOptions()
-        comm = self._single_node_comm(input, False) if _is_sum(opts.reduceOp) else None
+        comm = self._collective_comm(input) if _is_sum(opts.reduceOp) else None
         if comm is not None and output.is_contiguous() and output.dtype == input.dtype:
-            comm.reduce_scatter(input, out=output)
-            return _done([output])
-        d = self._delegate(input)
-        try:
-            return d._reduce_scatter_base(output, input, opts)
-        except RuntimeError as e:
-            if "does not support" not in str(e):
-                raise
-        # gloo before torch 2.x has no reduce-scatter: all-reduce a copy and
-        # keep this rank's rows.
-        tmp = input.contiguous().clone()
-        ar = dist.AllreduceOptions()
-        ar.reduceOp = opts.reduceOp
-        d.allreduce([tmp], ar).wait()
-        m = output.numel()
-        output.view(-1).copy_(tmp.view(-1)[self.rank() * m:(self.rank() + 1) * m])
-        return _done([output])
+            if self.layout.num_nodes == 1:
+                if _collectives.should_run(comm, input, False):
+                    comm.reduce_scatter(input, out=output)
+                    return _done([output])
+            elif _hierarchical.reduce_scatter(self, comm, output, input, opts):
+                return _done([output])
+        return _hierarchical.reduce_scatter_via(self._delegate(input), output, input, opts,
+                                                self.rank())
 
     def _allgather_base(self, output, input, opts=None):
-        comm = self._single_node_comm(input, True)
+        comm = self._collective_comm(input)
         if comm is not None and output.is_contiguous() and output.dtype == input.dtype:
-            comm.all_gather(input, out=output)
-            return _done([output])
-        d = self._delegate(input)
-        try:
-            return d._allgather_base(output, input) if opts is None else \
-                d._allgather_base(output, input, opts)
-        except RuntimeError as e:
-            if "does not support" not in str(e):
-                raise
-        # gloo before torch 2.x: the list all-gather into views of output.
-        d.allgather([list(output.view(-1).chunk(self.size()))], [input.contiguous().view(-1)]) \
-            .wait()
-        return _done([output])
+            if self.layout.num_nodes == 1:
+                if _collectives.should_run(comm, input, True):
+                    comm.all_gather(input, out=output)
+                    return _done([output])
+            elif _hierarchical.all_gather(self, comm, output, input, opts):
+                return _done([output])
+        return _hierarchical.all_gather_via(self._delegate(input), output, input, opts,
+                                            self.size())
 
     def barrier(self, opts=None):
         return self._gloo.barrier() if opts is None else self._gloo.barrier(opts)

@@ -10,11 +10,13 @@ from ..errors import InvalidArgument
 
 class Layout:
     """Where `rank` sits: node `node` of `num_nodes`, local rank `local_rank`
-    of `local_size`, with its node's ranks `local_ranks` and the ranks of the
-    same local rank on every node, `cross_ranks` (in node order)."""
+    of `local_size`, with its node's ranks `local_ranks`, the ranks of the
+    same local rank on every node, `cross_ranks` (in node order), and every
+    node's ranks in local order, `node_ranks` (node_ranks[k][l] is the rank
+    at local rank l of node k)."""
 
     __slots__ = ("rank", "node", "num_nodes", "local_rank", "local_size", "local_ranks",
-                 "cross_ranks", "node_id")
+                 "cross_ranks", "node_ranks", "node_id")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -49,7 +51,8 @@ def layout_of(ids, rank):
     local_rank = local.index(rank)
     return Layout(rank=rank, node=nodes.index(mine), num_nodes=len(nodes), local_rank=local_rank,
                   local_size=len(local), local_ranks=local,
-                  cross_ranks=[members[n][local_rank] for n in nodes], node_id=mine)
+                  cross_ranks=[members[n][local_rank] for n in nodes],
+                  node_ranks=[members[n] for n in nodes], node_id=mine)
 
 
 def exchange_layout(store, rank, world_size, prefix="qr/node/"):
