@@ -57,6 +57,11 @@ def _worker(rank, init_file, case, q):
                                 world_size=2)
         box = ["two-groups-" + uuid.uuid4().hex[:12] if rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
+        # A as the vLLM adapter's group: FP configured (QR_QUANTIZATION, the
+        # cast as vLLM's variable sets it), called without a regime
+        # (qr_all_reduce, the configured path); B forces its regime.
+        os.environ["QR_QUANTIZATION"] = "FP"
+        os.environ["QR_CAST_BF16_TO_FP16"] = "1" if cast_a else "0"
         a = qr.Communicator(box[0] + "-a", rank, 2, device)
         b = qr.Communicator(box[0] + "-b", rank, 2, device)
         dtype = getattr(torch, dtype_name)
@@ -66,10 +71,10 @@ def _worker(rank, init_file, case, q):
         want1, want2 = x1 * 2, x2 * 2
 
         def body():
-            o1 = a.all_reduce(x1, regime="FP", cast_bf16_to_fp16=cast_a)
-            b.all_reduce(x1, out=x1, regime=regime_b)
-            o2 = a.all_reduce(x2, regime="FP", cast_bf16_to_fp16=cast_a)
-            b.all_reduce(x2, out=x2, regime=regime_b)
+            o1 = a.all_reduce(x1)
+            b.all_reduce(x1, out=x1, regime=regime_b, cast_bf16_to_fp16=False)
+            o2 = a.all_reduce(x2)
+            b.all_reduce(x2, out=x2, regime=regime_b, cast_bf16_to_fp16=False)
             return o1, o2
 
         if capture:
