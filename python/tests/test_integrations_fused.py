@@ -5,7 +5,8 @@ repository, commit and path): vLLM's allreduce_rms_fusion.py (the function
 behind torch.ops.vllm.flashinfer_trtllm_fused_allreduce_norm, reading its
 flashinfer_comm global), SGLang's flashinfer_comm_fusion.py
 (flashinfer_allreduce_residual_rmsnorm, reading _flashinfer_comm), FlashInfer's
-comm entry points, and CudaCommunicator's reduce_scatter / all_gather. Ranks
+comm entry points, CudaCommunicator's reduce_scatter / all_gather, and
+SGLang's GroupCoordinator reduce_scatter_tensor / all_gather_into_tensor. Ranks
 are processes on gloo; quickreduce runs on its host backend with CPU tensors.
 What quickreduce serves must be bit-equal to Communicator's own call; what it
 declines must reach the stack's path unchanged; a served path leaves the
@@ -165,13 +166,31 @@ def _sglang_rank(rank, init_file):
             x, torch.ones_like(x), torch.ones(1004, dtype=torch.float16), EPS)
         out["fallback"] = (len(fi.CALLS) - before, res[0, 0].item())
         out["warnings"] = [m for m in lines.lines if "around it" in m]
+        # reduce_scatter_tensor and all_gather (DP attention, the
+        # vocabulary-parallel logits): quickreduce's where it takes them.
+        x = _inputs(rank, 512, 1024, seed=2)[0]
+        want = comm.reduce_scatter(x.clone())
+        got = torch.empty(256, 1024, dtype=x.dtype)
+        tp.reduce_scatter_tensor(got, x)
+        out["rs"] = (tp.taken_by_rsag, torch.equal(got, want))
+        shard = torch.full((256, 1024), float(rank + 1), dtype=torch.bfloat16)
+        gathered = tp.all_gather(shard, dim=0)
+        out["ag"] = (tp.taken_by_rsag, tuple(gathered.shape), gathered[0, 0].item(),
+                     gathered[-1, 0].item())
+        cols = tp.all_gather(torch.full((4, 256), float(rank + 1), dtype=torch.float16), dim=1)
+        out["ag_dim1"] = (tp.taken_by_rsag, tuple(cols.shape), cols[0, 0].item(),
+                          cols[0, -1].item())
+        small = torch.empty(4, 8, dtype=torch.float32)  # float32: SGLang's own
+        tp.reduce_scatter_tensor(small, torch.full((8, 8), float(rank + 1)))
+        out["rs_fp32"] = (tp.taken_by_rsag, small[0, 0].item())
+        out["serves"] = sum("reduce_scatter_tensor" in m for m in lines.lines)
         tp.destroy()
         return out
     finally:
         dist.destroy_process_group()
 
 
-def test_sglang_flashinfer_fusion_runs_through_quickreduce():
+def test_sglang_flashinfer_fusion_and_collectives_run_through_quickreduce():
     with tempfile.TemporaryDirectory() as d:
         results = run_processes(2, _sglang_rank, os.path.join(d, "init"),
                                 env={"QR_SGLANG": "1"}, timeout=180)
@@ -179,6 +198,13 @@ def test_sglang_flashinfer_fusion_runs_through_quickreduce():
         assert r["fused"] == (True, True, 0)
         assert r["fallback"] == (1, 4.0)
         assert r["warnings"] == []
+        assert r["rs"] == ("qr", True)
+        assert r["ag"] == ("qr", (512, 1024), 1.0, 2.0)
+        # Along dim 1 the gather is still one of dim 0 underneath (SGLang's
+        # concat-style all_gather), moved after: quickreduce's.
+        assert r["ag_dim1"] == ("qr", (4, 512), 1.0, 2.0)
+        assert r["rs_fp32"] == ("sglang", 3.0)
+        assert r["serves"] == 1
 
 
 def test_sequence_parallelism_stays_vllms_where_the_communicator_refuses_it(monkeypatch):

@@ -1,4 +1,4 @@
-"""vLLM's reduce-scatter and all-gather through quickreduce (issue 29).
+"""vLLM's and SGLang's reduce-scatter and all-gather through quickreduce.
 
 vLLM's sequence-parallelism pass (PassConfig.enable_sp) replaces a TP
 all-reduce with torch.ops.vllm.reduce_scatter(x, dim=0, ...) and, after the
@@ -17,7 +17,17 @@ shards, the all-reduce's size rule for the whole message) runs
 Communicator.reduce_scatter / all_gather, and every other call runs vLLM's
 own method unchanged. The all-gather always runs FP (an exact copy, as
 vLLM's is); the reduce-scatter runs the configured regime, as the adapter's
-all-reduce does, and FP under batch invariance."""
+all-reduce does, and FP under batch invariance.
+
+SGLang's GroupCoordinator (sgl-project/sglang python/sglang/srt/distributed/
+parallel_state.py @0005973a) has the NCCL-style forms: reduce_scatter_tensor(
+output, input) and all_gather_into_tensor(output, input) reach
+_reduce_scatter_tensor / _all_gather_into_tensor, directly on CPU and NPU and
+through the custom ops reg_reduce_scatter_tensor / reg_all_gather_into_tensor
+(opaque to Dynamo) elsewhere; all_gather(input_, dim) and
+reduce_scatter_along_dim(input_, dim) move `dim` to the front and call those
+two. DP attention's gathers and scatters and the vocabulary-parallel logits
+take this path. Those two bodies are wrapped the same way (SGLANG_METHODS)."""
 
 from .. import _collectives
 from ..errors import Unsupported
@@ -87,11 +97,40 @@ def all_gather(original):
     return wrapper
 
 
-def install(cls):
-    """Wraps cls.reduce_scatter and cls.all_gather (idempotent). False when
-    the class has neither (an older vLLM: nothing is served)."""
+def _into(gather, stack):
+    """A wrapper for the (self, output, input) form: SGLang's
+    _reduce_scatter_tensor / _all_gather_into_tensor."""
+    def make(original):
+        def wrapper(self, output, input):
+            b = backend_of(self)
+            ws = b.world_size if b is not None else 0
+            sized = output.numel() * (1 if gather else ws) == input.numel() * (ws if gather else 1)
+            if sized and output.is_contiguous() and output.dtype == input.dtype and \
+                    _takes(b, input, gather):
+                run = b.comm.all_gather if gather else b.comm.reduce_scatter
+                try:
+                    run(input, out=output, regime=_regime(b, gather))
+                    self.taken_by_rsag = "qr"
+                    return None if gather else output
+                except Unsupported:  # refused before anything is sent, on every rank alike
+                    b.rsag_unsupported = True
+            self.taken_by_rsag = stack
+            return original(self, output, input)
+        return wrapper
+    return make
+
+
+VLLM_METHODS = (("reduce_scatter", reduce_scatter), ("all_gather", all_gather))
+SGLANG_METHODS = (("_reduce_scatter_tensor", _into(False, "sglang")),
+                  ("_all_gather_into_tensor", _into(True, "sglang")))
+
+
+def install(cls, methods=VLLM_METHODS):
+    """Wraps cls's reduce-scatter and all-gather methods named in `methods`
+    (idempotent). False when the class has none of them (an older stack:
+    nothing is served)."""
     done = False
-    for name, make in (("reduce_scatter", reduce_scatter), ("all_gather", all_gather)):
+    for name, make in methods:
         original = cls.__dict__.get(name) or getattr(cls, name, None)
         if original is None:
             continue

@@ -35,7 +35,7 @@ import os
 import sys
 
 from .. import stack_info
-from . import _aliases, _flashinfer, _policy
+from . import _aliases, _flashinfer, _policy, _rsag
 from ._import_hook import AfterImportHook
 from ._backend import WORLD_SIZES, QuickReduceBackend, backend_of, wrap_method
 
@@ -101,6 +101,11 @@ def _after_init(self, *_):
             hasattr(ca, "should_custom_ar"):
         native_should = ca.should_custom_ar
         ca.should_custom_ar = lambda t: not backend.should_quick_allreduce(t) and native_should(t)
+    # Reduce-scatter / all-gather into tensors (_rsag.py): DP attention's and
+    # the vocabulary-parallel logits' collectives of this group.
+    if _rsag.install(type(self), _rsag.SGLANG_METHODS) and _rsag.supported(backend):
+        log.info("quickreduce serves the fp16/bf16 reduce_scatter_tensor and "
+                 "all_gather_into_tensor calls of group '%s' it takes", name)
     active = active_bypasses(self)
     # FlashInfer's fused all-reduce + residual + RMSNorm (_flashinfer.py)
     # now runs through this backend where it takes the call.

@@ -6,7 +6,10 @@ use_custom_allreduce, qr_comm only on HIP, graph_capture (custom all-reduce's
 capture context only), all_reduce's eager order (in-place pynccl symmetric
 memory when custom all-reduce declines, FlashInfer, then
 _resolve_outplace_all_reduce_method: ca, qr, pymscclpp, torch symmetric
-memory, pynccl, else in place) and destroy (drops ca_comm, never qr_comm).
+memory, pynccl, else in place), reduce_scatter_tensor /
+all_gather_into_tensor / all_gather(input_, dim) down to the bodies
+_reduce_scatter_tensor / _all_gather_into_tensor (pynccl absent:
+torch.distributed), and destroy (drops ca_comm, never qr_comm).
 One deliberate difference: the real all_reduce sends CPU tensors to its shm /
 torch.distributed branch first; the fake leaves that branch out so CPU
 tensors take the accelerator's order, the host backend standing in for the
@@ -44,6 +47,23 @@ class _CustomAllreduce:
     @contextlib.contextmanager
     def capture(self):
         yield
+
+
+def _gloo_reduce_scatter(output, input, group, rank):
+    # torch.distributed.reduce_scatter_tensor where the group has it; gloo
+    # before torch 2 has none: a float32 all-reduce of a copy, this rank's
+    # slice (exact for the small integers the tests reduce).
+    fn = getattr(dist, "reduce_scatter_tensor", None)
+    if fn is not None:
+        try:
+            fn(output, input, group=group)
+            return
+        except RuntimeError:
+            pass
+    tmp = input.float().contiguous()
+    dist.all_reduce(tmp, group=group)
+    m = output.numel()
+    output.view(-1).copy_(tmp.view(-1)[rank * m:(rank + 1) * m])
 
 
 class GroupCoordinator:
@@ -123,6 +143,44 @@ class GroupCoordinator:
             return self.ca_comm.custom_all_reduce(input_)
         assert not self.qr_comm.disabled
         return self.qr_comm.quick_all_reduce(input_)
+
+    # reduce_scatter_tensor / all_gather_into_tensor: the real ones send CPU
+    # and NPU tensors straight to the underscore bodies, and other devices
+    # through the custom ops reg_reduce_scatter_tensor /
+    # reg_all_gather_into_tensor, which look the group up by unique_name and
+    # call the same bodies (the deterministic-inference and AITER branches are
+    # left out: off on a machine without them).
+    def reduce_scatter_tensor(self, output, input):
+        self._reduce_scatter_tensor(output, input)
+
+    def _reduce_scatter_tensor(self, output, input):
+        self.taken_by_rsag = "sglang"
+        _gloo_reduce_scatter(output, input, self.device_group, self.rank_in_group)
+        return output
+
+    def all_gather_into_tensor(self, output, input):
+        self._all_gather_into_tensor(output, input)
+
+    def _all_gather_into_tensor(self, output, input):
+        self.taken_by_rsag = "sglang"
+        dist.all_gather(list(output.view(-1).chunk(self.world_size)), input.contiguous().view(-1),
+                        group=self.device_group)
+
+    def all_gather(self, input_, dim=-1):
+        # The real one's accelerator branch: concat-style along dim 0, then
+        # moved to `dim`.
+        if self.world_size == 1:
+            return input_
+        if dim < 0:
+            dim += input_.dim()
+        input_size = input_.size()
+        output_tensor = torch.empty((input_size[0] * self.world_size,) + input_size[1:],
+                                    dtype=input_.dtype, device=input_.device)
+        self.all_gather_into_tensor(output_tensor, input_)
+        output_tensor = output_tensor.reshape((self.world_size,) + input_size)
+        output_tensor = output_tensor.movedim(0, dim)
+        return output_tensor.reshape(input_size[:dim] + (self.world_size * input_size[dim],) +
+                                     input_size[dim + 1:])
 
     def destroy(self):
         if self.device_group is not None:
