@@ -13,6 +13,8 @@
 #   QR_MQ_WORLD_SIZES  default "2 4 8"
 #   QR_MQ_ATTRIBUTION  the per-layer attribution's regimes at world size 2
 #                  (default "INT4,INT3"; empty: no attribution)
+#   QR_MQ_LAYOUTS  the other layouts (tp_run.py --layouts) at world size 2
+#                  (default "fused,vocab"; empty: none)
 #   QR_MQ_TP_TIMEOUT   seconds per tp_run.py (default 420)
 #   QR_MQ_ARGS     extra tp_run.py flags (after the script's own, so they win)
 #   QR_MQ_SHAPE_RUN=1  instead: the Qwen2.5-0.5B-shaped random model at TP2 and TP4
@@ -68,6 +70,7 @@ export QR_ALLOW_SHARED_DEVICE=1
 for ws in ${QR_MQ_WORLD_SIZES:-2 4 8}; do
   extra=()
   (( ws == 2 )) && [[ -n "${QR_MQ_ATTRIBUTION-INT4,INT3}" ]] && extra=(--attribution "${QR_MQ_ATTRIBUTION-INT4,INT3}")
+  (( ws == 2 )) && [[ -n "${QR_MQ_LAYOUTS-fused,vocab}" ]] && extra+=(--layouts "${QR_MQ_LAYOUTS-fused,vocab}")
   tp "trained-ws$ws" "$ws" --model "$work/model" --heldout "$corpus/heldout.txt" \
       --dtypes fp16,bf16,bf16cast --prompts 8 --new-tokens 48 --sample-every 256 "${extra[@]}"
 done

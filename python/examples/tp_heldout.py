@@ -2,7 +2,8 @@
 tensor-parallel example: the plan's held-out windows, prompts and stream
 (from a text file), each rank's teacher-forced logits over the windows, the
 per-layer attribution runs (one layer's two all-reduces quantized, the rest
-FP), and the driver's metrics: loss (nats per byte token), next-token
+FP), the other layouts' runs (fused boundaries, a vocabulary-parallel head),
+and the driver's metrics: loss (nats per byte token), next-token
 accuracy, their change against FP, KL to the unsharded model, and the first
 greedy divergence (median, 10th percentile)."""
 
@@ -85,6 +86,64 @@ def run_attribution(qr, plan, config, state, rank, ws, device, qr_device, dtype,
             fp.check()
 
 
+LAYOUTS = ("fused", "vocab")  # tp_layouts.py: fused boundaries, vocabulary-parallel head
+
+
+def run_layouts(qr, plan, config, state, rank, ws, device, qr_device, dtype, cast, mode, out):
+    """Per plan layout and regime, the windows' logits of that layout at this
+    dtype (rank 0 saves layout-<layout>-<regime>-<mode>-logits.npy):
+    "fused", every layer boundary one all_reduce_residual_rmsnorm in the
+    regime; "vocab", the regime's all-reduces with a vocabulary-parallel head
+    whose logits are all-gathered in FP (exact) over a second group."""
+    import torch
+
+    import tp_decoder
+    import tp_layouts
+    ops = torch.ops.quickreduce
+    for layout in plan["layouts"]:
+        for regime in plan["regimes"]:
+            name = f"{plan['group_prefix']}-{layout}-{regime}-{mode}"
+            os.environ["QR_CAST_BF16_TO_FP16"] = "1" if cast else "0"
+            os.environ["QR_QUANTIZATION"] = "FP"
+            with qr.Communicator(name + "-fp", rank, ws, device=qr_device) as fp:
+                os.environ["QR_QUANTIZATION"] = regime
+                with qr.Communicator(name, rank, ws, device=qr_device) as comm:
+                    kw = dict(dtype=dtype, device=device, max_len=plan["max_len"])
+                    if layout == "fused":
+                        model = tp_layouts.FusedTPDecoder(
+                            config, state, rank, ws, all_reduce=None, **kw,
+                            fused=lambda x, r, w, e, g=name: ops.all_reduce_residual_rmsnorm(
+                                x, r, w, e, g))
+                        z = run_windows(model, plan["heldout"])
+                    else:
+                        model = tp_decoder.TPDecoder(
+                            config, state, rank, ws, **kw,
+                            all_reduce=lambda x, g=name: ops.all_reduce(x, g))
+                        z = vocab_parallel_windows(
+                            model, plan["heldout"],
+                            lambda x, g=name + "-fp": ops.all_gather(x, ws, g))
+                    comm.check()
+                fp.check()
+            if rank == 0:
+                np.save(os.path.join(out, f"layout-{layout}-{regime}-{mode}-logits.npy"), z)
+
+
+def vocab_parallel_windows(model, windows, all_gather):
+    """run_windows with tp_layouts.vocab_parallel_logits' head."""
+    import torch
+
+    import tp_layouts
+    dev = model.device
+    zs = []
+    with torch.no_grad():
+        for w in windows:
+            model.reset_cache()
+            zs.append(tp_layouts.vocab_parallel_logits(
+                model, torch.tensor([w], device=dev), torch.arange(len(w), device=dev),
+                all_gather)[0])
+    return torch.stack(zs).cpu().numpy()
+
+
 # ---------------------------------------------------------------- the driver
 
 
@@ -142,6 +201,29 @@ def attribution_rows(out, plan, z_fp, windows):
     return rows
 
 
+def layout_rows(out, plan, windows, unfused):
+    """Per layout, regime and dtype: the held-out loss and its change against
+    the unfused layout's FP run of that dtype and against the unfused run of
+    the same regime, and the KL to that run. unfused[(regime, mode)] holds
+    the unfused layout's logits."""
+    rows = []
+    for layout in plan.get("layouts", []):
+        for mode in plan["dtypes"]:
+            loss_fp, _ = loss_and_accuracy(unfused[("FP", mode)], windows)
+            for regime in plan["regimes"]:
+                z = np.load(os.path.join(out, f"layout-{layout}-{regime}-{mode}-logits.npy"))
+                base = unfused[(regime, mode)]
+                loss, acc = loss_and_accuracy(z, windows)
+                loss_base, _ = loss_and_accuracy(base, windows)
+                rows.append({"layout": layout, "regime": regime, "dtype": mode,
+                             "heldout_loss": loss, "heldout_accuracy": acc,
+                             "dloss_vs_fp_pct": 100 * (loss - loss_fp) / loss_fp,
+                             "dloss_vs_unfused": loss - loss_base,
+                             "kl_to_unfused": mean_kl(base, z),
+                             "equal_to_unfused": bool(np.array_equal(z, base))})
+    return rows
+
+
 def format_table(summary):
     """The held-out table and, where it ran, the per-layer attribution."""
     h = summary["heldout"]
@@ -159,6 +241,16 @@ def format_table(summary):
             f"| {r['heldout_kl_to_unsharded']:.3g} "
             f"| {r['first_divergence_median']:.0f} / {r['first_divergence_p10']:.0f} "
             f"| {r['greedy_unchanged']:.2f} |")
+    if summary.get("layouts"):
+        lines += ["", "Other layouts (tp_layouts.py) against the unfused all-reduce model",
+                  "", "| layout | regime | dtype | loss (nats/byte) | change vs FP (unfused) "
+                  "| change vs unfused | KL to unfused | bits equal to unfused |",
+                  "|" + " --- |" * 8]
+        for r in summary["layouts"]:
+            lines.append(f"| {r['layout']} | {r['regime']} | {r['dtype']} "
+                         f"| {r['heldout_loss']:.4f} | {r['dloss_vs_fp_pct']:+.2f} % "
+                         f"| {r['dloss_vs_unfused']:+.5f} | {r['kl_to_unfused']:.3g} "
+                         f"| {'yes' if r['equal_to_unfused'] else 'no'} |")
     if summary.get("attribution"):
         lines += ["", "Per layer: only that layer's two all-reduces quantized",
                   "", "| regime | dtype | layer | loss change vs FP | KL to FP |",

@@ -135,6 +135,12 @@ def driver(args):
             "heldout": heldout}
     if heldout and args.attribution:
         plan["attribution"] = {"regimes": args.attribution.split(","), "dtype": dtypes[0]}
+    if heldout and args.layouts:
+        plan["layouts"] = args.layouts.split(",")
+        bad = sorted(set(plan["layouts"]) - set(tp_heldout.LAYOUTS))
+        if bad:
+            raise SystemExit(f"--layouts: unknown {', '.join(bad)} (of "
+                             f"{', '.join(tp_heldout.LAYOUTS)})")
     with open(os.path.join(out, "plan.json"), "w") as f:
         json.dump(plan, f)
 
@@ -166,6 +172,9 @@ def driver(args):
     attribution = tp_heldout.attribution_rows(
         out, plan, np.load(os.path.join(out, f"FP-{dtypes[0]}-heldout-logits.npy")),
         heldout) if heldout else []
+    unfused = {(r, m): np.load(os.path.join(out, f"{r}-{m}-heldout-logits.npy"))
+               for r in regimes for m in dtypes} if plan.get("layouts") else {}
+    layouts = tp_heldout.layout_rows(out, plan, heldout, unfused) if unfused else []
     summary = {"model": model_path, "transformers_check": vs_hf, "config": config.to_hf(),
                "world_size": ws,
                "device": args.device, "one_shot_off": args.one_shot_off,
@@ -180,7 +189,7 @@ def driver(args):
                "heldout": heldout and {"file": args.heldout, "windows": len(heldout),
                                        "length": args.heldout_len,
                                        "prompt_len": args.prompt_len},
-               "table": table, "attribution": attribution,
+               "table": table, "attribution": attribution, "layouts": layouts,
                "checks": checks.rows, "failed": checks.failed}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -244,6 +253,11 @@ def main(argv=None):
     ap.add_argument("--attribution", default="",
                     help="with --heldout: regimes (e.g. INT4) run once per layer with only that "
                     "layer's two all-reduces quantized (the first dtype)")
+    ap.add_argument("--layouts", default="",
+                    help="with --heldout: other layouts run on the held-out windows in every "
+                         "regime and dtype: fused (each layer boundary one fused all-reduce + "
+                         "residual + RMSNorm), vocab (a vocabulary-parallel head, all-gathered "
+                         "in FP)")
     ap.add_argument("--analysis-device", default="cpu")
     ap.add_argument("--analysis-memory-gib", type=float,
                     help="the bounds' memory budget (default: half the GPU's free memory, "

@@ -135,6 +135,9 @@ def worker(args):
                 comm.check()
                 res["seconds"] = {"join": joined - start, "run": time.time() - joined}
             results[f"{regime}/{mode}"] = res
+        if plan.get("layouts"):
+            tp_heldout.run_layouts(qr, plan, config, state, rank, ws, device, qr_device, dtype,
+                                   cast, mode, args.out)
     if plan.get("attribution"):
         dtype, cast = DTYPE_MODES[plan["attribution"]["dtype"]]
         tp_heldout.run_attribution(qr, plan, config, state, rank, ws, device, qr_device, dtype,

@@ -183,7 +183,7 @@ def test_train_a_tiny_model_and_evaluate_it_on_held_out_text(tmp_path):
                       "--world-size", "2", "--regimes", "FP,INT8,INT4", "--dtypes", "fp16",
                       "--heldout-windows", "4", "--heldout-len", "64", "--prompts", "4",
                       "--prompt-len", "16", "--new-tokens", "16", "--stream-len", "8",
-                      "--attribution", "INT4", "--out", out])
+                      "--attribution", "INT4", "--layouts", "fused,vocab", "--out", out])
     res = json.load(open(os.path.join(out, "results.json")))
     assert rc == 0 and res["failed"] == 0, [c for c in res["checks"] if not c["ok"]]
     rows = {r["regime"]: r for r in res["table"]}
@@ -200,6 +200,17 @@ def test_train_a_tiny_model_and_evaluate_it_on_held_out_text(tmp_path):
     assert [a["layer"] for a in layers] == [0, 1]
     assert all(a["kl_to_fp"] > 0 for a in layers)
     assert "Per layer" in tp_run.format_table(res)
+    # The other layouts on the same windows: the vocabulary-parallel head
+    # (all-gathered in FP) is the replicated head bit for bit in every
+    # regime; the fused boundaries differ from the unfused model only in the
+    # RMSNorm's order of operations (and, quantized, in what it rounds).
+    lay = {(r["layout"], r["regime"]): r for r in res["layouts"]}
+    assert sorted(lay) == sorted((l, g) for l in ("fused", "vocab") for g in ("FP", "INT8", "INT4"))
+    assert all(lay[("vocab", g)]["equal_to_unfused"] for g in ("FP", "INT8", "INT4"))
+    assert abs(lay[("fused", "FP")]["dloss_vs_unfused"]) < 1e-3
+    assert lay[("fused", "FP")]["kl_to_unfused"] < 1e-4
+    assert lay[("fused", "INT4")]["kl_to_unfused"] < 0.5
+    assert "Other layouts" in tp_run.format_table(res)
 
     # Over the analysis' budget: the bound checks are skipped, said so, and
     # the per-call and greedy checks still run.
