@@ -21,7 +21,11 @@ inline constexpr int kNcclSymmetricMinVersion = 22700;
 // NCCL_WIN_COLL_SYMMETRIC (NVIDIA/nccl src/nccl.h.in at
 // 021e8045ff77a8a9fba909617a0129d3c3d44def: "users need to guarantee the
 // offset to the buffer head address from all ranks must be equal when calling
-// NCCL collective operations", NCCL API docs, "Window Registration Flags").
+// NCCL collective operations": NCCL API docs, "Window Registration Flags",
+// docs.nvidia.com/deeplearning/nccl/archives/nccl_2275/user-guide/docs/api/flags.html).
+// The calls (same header): ncclMemAlloc(void** ptr, size_t size);
+// ncclCommWindowRegister(ncclComm_t, void* buff, size_t size, ncclWindow_t*
+// win, int winFlags); ncclCommWindowDeregister(ncclComm_t, ncclWindow_t).
 inline constexpr int kNcclWinCollSymmetric = 0x01;
 // ncclUniqueId is 128 bytes (NCCL_UNIQUE_ID_BYTES).
 inline constexpr size_t kNcclUniqueIdBytes = 128;

@@ -5,10 +5,14 @@
 // sizes, dtypes, modes and world size, then reads its CSV: the rows of
 // torch.ops.symm_mem.one_shot_all_reduce_out and two_shot_all_reduce_ (as
 // PyTorch 2.11 has them: pytorch/pytorch
-// torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu and
-// torch/distributed/_symmetric_memory/__init__.py, which the script's schema
-// check holds it to) become baseline measurements, merged into the table,
-// CSV and JSON by (size, dtype, mode); bf16cast takes bf16's.
+// torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu at
+// fd6c4b6ac13170d48671ab24c918282404a19f7a; the script's schema check holds
+// it to their argument lists) become baseline measurements, merged into the
+// table, CSV and JSON by (size, dtype, mode); bf16cast takes bf16's. The CUDA
+// two-shot kernel dispatches on world size 2, 4 or 8 only
+// (DISPATCH_WORLD_SIZES_NO_DEFAULT: "Not implemented for world_size=1"), so at
+// world size 1 it is refused, which the run records as a note; the one-shot
+// dispatch has a generic case and runs.
 //
 //   QR_ASSIGN_OR_RETURN(TorchRows t, ParseTorchCsv(text));
 #ifndef QR_TOOLS_BENCH_TORCH_H_
