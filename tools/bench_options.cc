@@ -202,6 +202,10 @@ Status FinishLaunch(Parsed& p) {
     }
   }
   if (!per_gpu) return OkStatus();
+  if (o.max_blocks != 0) {
+    return InvalidArgumentError(
+        "--max-blocks: --launch per-gpu calls the library, which picks its own grid");
+  }
   o.nccl_symm = o.nccl && !p.no_nccl_symm;
   if (!o.peer_tma_chunks.empty()) {
     return InvalidArgumentError(

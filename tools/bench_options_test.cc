@@ -146,6 +146,7 @@ TEST(BenchOptionsTest, BadFlagsAreRejectedWithTheFlagNamed) {
       {{"--launch", "per-gpu", "--worker-rank", "2", "--coord", "/tmp/c"},
        "--worker-rank 2 is not below --world-size 2"},
       {{"--launch-timeout", "5"}, "--launch-timeout: '5' is not an integer in 10..86400"},
+      {{"--launch", "per-gpu", "--max-blocks", "64"}, "picks its own grid"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ParseBenchArgs(c.args), StatusIs(StatusCode::kInvalidArgument, HasSubstr(c.needle)))
