@@ -121,6 +121,16 @@ Status Worker::StartNcclSymmetric() {
   }
   QR_RETURN_IF_ERROR(coord_.AllOk(s));
   have_symm_ = true;
+  // NCCL returns success and no window where the communicator has no
+  // symmetric support (NVIDIA/nccl src/dev_runtime.cc: "if
+  // (!comm->symmetricSupport) return ncclSuccess" with *win null), e.g. at
+  // world size 1: the calls then run NCCL's other kernels on these buffers.
+  if (win_in_ == nullptr || win_out_ == nullptr) {
+    Note(
+        "NCCL registered no symmetric window (this communicator has no symmetric support, "
+        "e.g. world size 1): the nccl-symm rows are NCCL's other kernels on ncclMemAlloc "
+        "buffers");
+  }
   return OkStatus();
 }
 
