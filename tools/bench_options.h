@@ -137,8 +137,8 @@ struct BenchOptions {
 // a world size not 2/4/8 (1 with --launch per-gpu), INT3 asked for at a world size other than 2, an
 // eager-only sweep with nothing to time, a bad --peer-tma-chunks size
 // (ParseTmaChunk), --peer-tma-chunks with --no-peer-bandwidth or --launch
-// per-gpu, --max-blocks with --launch per-gpu, or worker flags without --launch per-gpu or out of range. --help
-// sets `help` and nothing else. --launch per-gpu turns nccl_symm on (unless
+// per-gpu, --max-blocks with --launch per-gpu, or worker flags without --launch per-gpu or out of
+// range. --help sets `help` and nothing else. --launch per-gpu turns nccl_symm on (unless
 // --no-nccl or --no-nccl-symm) and the peer-store bandwidth off (one process
 // per GPU has no peer access to time it with; noted); at world size 1 it turns
 // the quickreduce algorithms off (noted: quickreduce's groups are 2, 4 or 8
