@@ -118,8 +118,9 @@ demo() {  # demo <world size>
   broker_stop
 }
 
-# A private broker for a part whose ranks join through it (exported for the
-# part: QR_BROKER_SOCKET, QR_BROKER_AUTOSTART=0); broker_stop ends it.
+# A private broker for a part whose ranks join through it: "${broker_env[@]}"
+# before the part's command gives it QR_BROKER_SOCKET and
+# QR_BROKER_AUTOSTART=0; broker_stop ends it.
 broker_start() {  # broker_start <log name>
   broker_dir=$(mktemp -d /tmp/qr-suite.XXXXXX)
   QR_LOG_LEVEL=warn .device/bin/qr-broker --socket "$broker_dir/broker.sock" \
@@ -211,6 +212,10 @@ for p in $suite; do
       # adds flags.
       modes_args=(--quick --modes graph,eager --sizes 4K,64K,1M,16M)
       [[ -x .device/bin/qr-bench ]] || { summary+=("bench-modes: no .device/bin/qr-bench"); failed=1; continue; }
+      # The node count qr-bench checks every captured graph with.
+      [[ -x .device/bin/gpu_api_gpu_test ]] &&
+        part gpu-api-graph 60 .device/bin/gpu_api_gpu_test --gtest_brief=1 \
+          --gtest_filter='*Graph*:*Capture*' 
       part bench-modes-ws1 240 .device/bin/qr-bench --launch per-gpu --world-size 1 --torch-symm \
         "${modes_args[@]}" --launch-timeout 200 --csv "$out/modes-ws1.csv" \
         --json "$out/modes-ws1.json" ${QR_MODES_ARGS:-}
