@@ -17,6 +17,9 @@ const char* NcclTypeName(BenchDType dtype) {
 
 std::string Variant(const BenchRow& row) {
   if (row.algo == BenchAlgo::kNccl) return "NCCL ncclAllReduce";
+  if (row.algo == BenchAlgo::kNcclSymm) return "NCCL ncclAllReduce, symmetric (window-registered)";
+  if (row.algo == BenchAlgo::kTorchOneShot) return "PyTorch symm_mem one_shot_all_reduce";
+  if (row.algo == BenchAlgo::kTorchTwoShot) return "PyTorch symm_mem two_shot_all_reduce_";
   if (row.algo == BenchAlgo::kOneShot) return "quickreduce one-shot (exact)";
   return "quickreduce two-shot " + row.regime;
 }

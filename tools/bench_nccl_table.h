@@ -3,7 +3,8 @@
 // size (B), count (elements), type, redop, root, time (us), algbw and busbw
 // (GB/s), #wrong. busbw is nccl-tests' bus bandwidth for all-reduce,
 // algbw * 2 (n-1) / n, which is comparable across world sizes. One block per
-// timed variant (quickreduce one-shot, two-shot per codec, NCCL) and dtype
+// timed variant (quickreduce one-shot, two-shot per codec, NCCL, NCCL
+// symmetric, PyTorch symmetric memory's one-shot and two-shot) and dtype
 // and mode, each with its own header; the policy's rows repeat a timed
 // number and are left out. qr-bench does not check values, so #wrong is
 // "N/A", as all_reduce_perf prints it with checking off (-c 0).

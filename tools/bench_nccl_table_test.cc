@@ -79,5 +79,18 @@ TEST(NcclTableTest, OneBlockPerVariantPolicyRowsLeftOut) {
   EXPECT_THAT(t, Not(HasSubstr("policy")));
 }
 
+TEST(NcclTableTest, EveryPeerHasABlockOfItsOwn) {
+  const std::vector<BenchRow> rows = {
+      Row(4096, BenchAlgo::kNccl, "-", 10.0), Row(4096, BenchAlgo::kNcclSymm, "-", 5.0),
+      Row(4096, BenchAlgo::kTorchOneShot, "-", 6.0), Row(4096, BenchAlgo::kTorchTwoShot, "-", 8.0)};
+  const std::string t = NcclTestsTable(rows, 1);
+  EXPECT_THAT(t, HasSubstr("# NCCL ncclAllReduce, fp16, graph, world size 1"));
+  EXPECT_THAT(t, HasSubstr("# NCCL ncclAllReduce, symmetric (window-registered), fp16, graph"));
+  EXPECT_THAT(t, HasSubstr("# PyTorch symm_mem one_shot_all_reduce, fp16, graph"));
+  EXPECT_THAT(t, HasSubstr("# PyTorch symm_mem two_shot_all_reduce_, fp16, graph"));
+  // World size 1 moves nothing between GPUs: busbw 0, as nccl-tests says.
+  EXPECT_THAT(t, HasSubstr("   5.00    0.82    0.00    N/A\n"));
+}
+
 }  // namespace
 }  // namespace qr::bench

@@ -52,6 +52,20 @@ StatusOr<BenchMode> ParseMode(const std::string& text) {
   return InvalidArgumentError(fmt::format("'{}' is not one of graph, eager", text));
 }
 
+StatusOr<BenchLaunch> ParseLaunch(const std::string& text) {
+  for (BenchLaunch l : {BenchLaunch::kSingle, BenchLaunch::kPerGpu}) {
+    if (text == BenchLaunchName(l)) return l;
+  }
+  return InvalidArgumentError(fmt::format("'{}' is not one of single, per-gpu", text));
+}
+
+// 1 as well as ValidateWorldSize's 2, 4 and 8: Finish allows it with
+// --launch per-gpu only.
+StatusOr<int> ParseBenchWorldSize(const std::string& text) {
+  if (text == "1") return 1;
+  return tools::ParseWorldSize(text);
+}
+
 StatusOr<Algo> ParseAlgo(const std::string& text) {
   if (text == "one-shot") return Algo::kOneShot;
   if (text == "two-shot") return Algo::kTwoShot;
@@ -72,6 +86,7 @@ struct Parsed {
   BenchOptions o;
   std::vector<Algo> algos;
   bool no_nccl = false;
+  bool no_nccl_symm = false;
   bool no_peer_bandwidth = false;
   CLI::Option* sizes = nullptr;
   CLI::Option* regimes = nullptr;
@@ -80,6 +95,7 @@ struct Parsed {
   CLI::Option* algos_flag = nullptr;
   CLI::Option* peer_bytes = nullptr;
   CLI::Option* peer_tma_chunks = nullptr;
+  CLI::Option* peer_bandwidth_flag = nullptr;
 };
 
 void DefineFlags(CLI::App& app, Parsed& p) {
@@ -97,9 +113,14 @@ void DefineFlags(CLI::App& app, Parsed& p) {
       AddListOption<BenchMode>(app, "--modes", o.modes, ParseMode, "graph,eager (default both)");
   p.algos_flag =
       AddListOption<Algo>(app, "--algos", p.algos, ParseAlgo, "one-shot,two-shot (default both)");
-  AddParsedOption<int>(app, "--world-size", o.world_size, tools::ParseWorldSize,
-                       "2, 4 or 8 GPUs (default 2)")
+  AddParsedOption<int>(app, "--world-size", o.world_size, ParseBenchWorldSize,
+                       "2, 4 or 8 GPUs (default 2); 1 with --launch per-gpu (baselines only)")
       ->type_name("N");
+  AddParsedOption<BenchLaunch>(app, "--launch", o.launch, ParseLaunch,
+                               "single: one process drives every GPU (default); per-gpu: one "
+                               "process per GPU, quickreduce through the broker, NCCL by an id "
+                               "the launcher passes on, NCCL's symmetric kernels too")
+      ->type_name("MODE");
   AddParsedOption<int>(
       app, "--max-blocks", o.max_blocks,
       [](const std::string& text) { return tools::ParseIntIn(text, 0, 65536); },
@@ -108,9 +129,30 @@ void DefineFlags(CLI::App& app, Parsed& p) {
   AddParsedOption<size_t>(app, "--eager-max-size", o.eager_max_bytes, ParseMessageSize,
                           "largest size timed eagerly (default 64M)")
       ->type_name("SIZE");
-  app.add_flag("--no-nccl", p.no_nccl, "skip the NCCL baseline");
-  app.add_flag("--no-peer-bandwidth", p.no_peer_bandwidth,
-               "skip the peer-store bandwidth (no link limits)");
+  app.add_flag("--no-nccl", p.no_nccl, "skip the NCCL baselines");
+  app.add_flag("--no-nccl-symm", p.no_nccl_symm,
+               "skip NCCL's symmetric kernels (--launch per-gpu; NCCL >= 2.27)");
+  app.add_flag("--torch-symm", o.torch_symm,
+               "PyTorch's symmetric-memory one-shot and two-shot as baselines (runs "
+               "--torch-script with --torch-python before the sweep)");
+  app.add_option("--torch-script", o.torch_script,
+                 "default python/bench/symm_mem_bench.py (from the working directory)")
+      ->type_name("FILE");
+  app.add_option("--torch-python", o.torch_python, "default python3")->type_name("EXE");
+  AddParsedOption<int>(
+      app, "--launch-timeout", o.launch_timeout_s,
+      [](const std::string& text) { return tools::ParseIntIn(text, 10, 86400); },
+      "--launch per-gpu: seconds before the workers are stopped (default 540)")
+      ->type_name("S");
+  // The launcher's flags for its workers (tools/bench_launch.h), not for users.
+  AddParsedOption<int>(
+      app, "--worker-rank", o.worker_rank,
+      [](const std::string& text) { return tools::ParseIntIn(text, 0, 7); }, "")
+      ->group("");
+  app.add_option("--coord", o.coord_path, "")->group("");
+  app.add_option("--torch-rows", o.torch_rows_path, "")->group("");
+  p.peer_bandwidth_flag = app.add_flag("--no-peer-bandwidth", p.no_peer_bandwidth,
+                                       "skip the peer-store bandwidth (no link limits)");
   p.peer_bytes = AddParsedOption<size_t>(app, "--peer-bytes", o.peer_bytes, ParseMessageSize,
                                          "bytes per destination per rep (default 256M)");
   p.peer_bytes->type_name("SIZE");
@@ -141,6 +183,51 @@ void DefaultList(const CLI::Option* given, std::vector<T>& out, const std::strin
   for (const std::string& item : tools::SplitCommaList(text)) out.push_back(*parse(item));
 }
 
+// The rules of --launch, the world size and the worker flags.
+Status FinishLaunch(Parsed& p) {
+  BenchOptions& o = p.o;
+  const bool per_gpu = o.launch == BenchLaunch::kPerGpu;
+  if (o.world_size == 1 && !per_gpu) {
+    return InvalidArgumentError(
+        "--world-size 1 needs --launch per-gpu (one process drives 2, 4 or 8 GPUs)");
+  }
+  if (o.worker_rank >= 0 || !o.coord_path.empty() || !o.torch_rows_path.empty()) {
+    if (!per_gpu || o.worker_rank < 0 || o.coord_path.empty()) {
+      return InvalidArgumentError(
+          "--worker-rank and --coord go together, with --launch per-gpu (the launcher's flags)");
+    }
+    if (o.worker_rank >= o.world_size) {
+      return InvalidArgumentError(fmt::format("--worker-rank {} is not below --world-size {}",
+                                              o.worker_rank, o.world_size));
+    }
+  }
+  if (!per_gpu) return OkStatus();
+  if (o.max_blocks != 0) {
+    return InvalidArgumentError(
+        "--max-blocks: --launch per-gpu calls the library, which picks its own grid");
+  }
+  o.nccl_symm = o.nccl && !p.no_nccl_symm;
+  if (!o.peer_tma_chunks.empty()) {
+    return InvalidArgumentError(
+        "--peer-tma-chunks: --launch per-gpu does not time the peer-store bandwidth");
+  }
+  if (o.peer_bandwidth) {
+    o.peer_bandwidth = false;
+    if (p.peer_bandwidth_flag->count() == 0) {
+      o.notes.push_back(
+          "--launch per-gpu: no peer-store bandwidth (no link limits): one process per GPU has "
+          "no peer access to time it with; --launch single measures it");
+    }
+  }
+  if (o.world_size == 1 && (o.one_shot || o.two_shot)) {
+    o.one_shot = o.two_shot = false;
+    o.notes.push_back(
+        "world size 1: quickreduce's groups are 2, 4 or 8 ranks, so only the baselines run "
+        "(their calls and captures are checked; their times mean nothing without peers)");
+  }
+  return OkStatus();
+}
+
 // The rules between flags, over what CLI11 parsed.
 Status Finish(Parsed& p) {
   BenchOptions& o = p.o;
@@ -159,6 +246,7 @@ Status Finish(Parsed& p) {
   o.two_shot = std::find(p.algos.begin(), p.algos.end(), Algo::kTwoShot) != p.algos.end();
   o.nccl = !p.no_nccl;
   o.peer_bandwidth = !p.no_peer_bandwidth;
+  QR_RETURN_IF_ERROR(FinishLaunch(p));
   const auto int3 = std::find(o.regimes.begin(), o.regimes.end(), Codec::kInt3);
   if (!CodecRunsAtWorldSize(Codec::kInt3, o.world_size) && int3 != o.regimes.end()) {
     if (p.regimes->count() > 0) {
@@ -219,8 +307,27 @@ const char* BenchAlgoName(BenchAlgo algo) {
       return "policy";
     case BenchAlgo::kNccl:
       return "nccl";
+    case BenchAlgo::kNcclSymm:
+      return "nccl-symm";
+    case BenchAlgo::kTorchOneShot:
+      return "torch-one-shot";
+    case BenchAlgo::kTorchTwoShot:
+      return "torch-two-shot";
   }
   return "?";
+}
+
+const char* BenchLaunchName(BenchLaunch launch) {
+  return launch == BenchLaunch::kPerGpu ? "per-gpu" : "single";
+}
+
+std::vector<std::string> WorkerArgs(const std::vector<std::string>& launcher_args, int rank,
+                                    const std::string& coord_path,
+                                    const std::string& torch_rows_path) {
+  std::vector<std::string> args = launcher_args;
+  args.insert(args.end(), {"--worker-rank", std::to_string(rank), "--coord", coord_path});
+  if (!torch_rows_path.empty()) args.insert(args.end(), {"--torch-rows", torch_rows_path});
+  return args;
 }
 
 std::string BenchUsage() {

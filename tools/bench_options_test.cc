@@ -137,6 +137,16 @@ TEST(BenchOptionsTest, BadFlagsAreRejectedWithTheFlagNamed) {
       {{"--peer-tma-chunks", "4K", "--no-peer-bandwidth"}, "the peer-store bandwidth is off"},
       {{"stray"}, "stray"},
       {{"--modes", "eager", "--sizes", "256M"}, "nothing would be timed"},
+      {{"--launch", "threads"}, "--launch: 'threads' is not one of single, per-gpu"},
+      {{"--world-size", "1"}, "--world-size 1 needs --launch per-gpu"},
+      {{"--launch", "per-gpu", "--peer-tma-chunks", "4K"}, "does not time the peer-store"},
+      {{"--worker-rank", "0", "--coord", "/tmp/c"}, "with --launch per-gpu"},
+      {{"--launch", "per-gpu", "--worker-rank", "0"}, "--worker-rank and --coord go together"},
+      {{"--launch", "per-gpu", "--coord", "/tmp/c"}, "--worker-rank and --coord go together"},
+      {{"--launch", "per-gpu", "--worker-rank", "2", "--coord", "/tmp/c"},
+       "--worker-rank 2 is not below --world-size 2"},
+      {{"--launch-timeout", "5"}, "--launch-timeout: '5' is not an integer in 10..86400"},
+      {{"--launch", "per-gpu", "--max-blocks", "64"}, "picks its own grid"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ParseBenchArgs(c.args), StatusIs(StatusCode::kInvalidArgument, HasSubstr(c.needle)))
@@ -166,12 +176,71 @@ TEST(BenchOptionsTest, HelpIsAFlagNotAnErrorAndListsEveryFlag) {
   ASSERT_OK_AND_ASSIGN(BenchOptions h, ParseBenchArgs({"--sizes", "1M", "-h"}));
   EXPECT_TRUE(h.help);
   const std::string usage = BenchUsage();
-  for (const char* flag :
-       {"--sizes", "--regimes", "--dtypes", "--modes", "--algos", "--world-size", "--max-blocks",
-        "--eager-max-size", "--no-nccl", "--no-peer-bandwidth", "--peer-bytes", "--peer-tma-chunks",
-        "--csv", "--json", "--min-size-table", "--quick", "--help", "exit: 0"}) {
+  for (const char* flag : {"--sizes",
+                           "--regimes",
+                           "--dtypes",
+                           "--modes",
+                           "--algos",
+                           "--world-size",
+                           "--max-blocks",
+                           "--eager-max-size",
+                           "--no-nccl",
+                           "--no-peer-bandwidth",
+                           "--peer-bytes",
+                           "--peer-tma-chunks",
+                           "--csv",
+                           "--json",
+                           "--min-size-table",
+                           "--quick",
+                           "--help",
+                           "exit: 0",
+                           "--launch",
+                           "--no-nccl-symm",
+                           "--torch-symm",
+                           "--torch-script",
+                           "--torch-python",
+                           "--launch-timeout"}) {
     EXPECT_THAT(usage, HasSubstr(flag));
   }
+  // The launcher's own flags for its workers are not for users.
+  EXPECT_THAT(usage, ::testing::Not(HasSubstr("--worker-rank")));
+  EXPECT_THAT(usage, ::testing::Not(HasSubstr("--coord")));
+}
+
+TEST(BenchOptionsTest, SingleProcessIsTheDefaultWithoutTheNewBaselines) {
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({}));
+  EXPECT_EQ(o.launch, BenchLaunch::kSingle);
+  EXPECT_FALSE(o.nccl_symm);  // one process: no symmetric baseline
+  EXPECT_FALSE(o.torch_symm);
+  EXPECT_EQ(o.torch_script, "python/bench/symm_mem_bench.py");
+  EXPECT_EQ(o.worker_rank, -1);
+}
+
+TEST(BenchOptionsTest, PerGpuAddsNcclSymmetricAndDropsThePeerBandwidth) {
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--launch", "per-gpu", "--torch-symm"}));
+  EXPECT_EQ(o.launch, BenchLaunch::kPerGpu);
+  EXPECT_TRUE(o.nccl && o.nccl_symm && o.torch_symm);
+  EXPECT_FALSE(o.peer_bandwidth);
+  EXPECT_THAT(o.notes, ::testing::Contains(HasSubstr("no peer-store bandwidth")));
+  EXPECT_TRUE(o.one_shot && o.two_shot);
+  ASSERT_OK_AND_ASSIGN(BenchOptions n, ParseBenchArgs({"--launch=per-gpu", "--no-nccl-symm"}));
+  EXPECT_TRUE(n.nccl);
+  EXPECT_FALSE(n.nccl_symm);
+  ASSERT_OK_AND_ASSIGN(BenchOptions none, ParseBenchArgs({"--launch=per-gpu", "--no-nccl"}));
+  EXPECT_FALSE(none.nccl || none.nccl_symm);
+  // Said explicitly: no note.
+  ASSERT_OK_AND_ASSIGN(BenchOptions q, ParseBenchArgs({"--launch=per-gpu", "--no-peer-bandwidth"}));
+  EXPECT_TRUE(q.notes.empty());
+}
+
+TEST(BenchOptionsTest, WorldSizeOneRunsTheBaselinesAlone) {
+  ASSERT_OK_AND_ASSIGN(BenchOptions o, ParseBenchArgs({"--launch", "per-gpu", "--world-size", "1",
+                                                       "--launch-timeout", "300"}));
+  EXPECT_EQ(o.world_size, 1);
+  EXPECT_FALSE(o.one_shot || o.two_shot);
+  EXPECT_TRUE(o.nccl && o.nccl_symm);
+  EXPECT_EQ(o.launch_timeout_s, 300);
+  EXPECT_THAT(o.notes, ::testing::Contains(HasSubstr("only the baselines run")));
 }
 
 }  // namespace

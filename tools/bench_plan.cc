@@ -17,7 +17,11 @@ std::vector<BenchCell> PlanCells(const BenchOptions& o, size_t one_shot_max_byte
       for (BenchMode mode : o.modes) {
         if (mode == BenchMode::kEager && bytes > o.eager_max_bytes) continue;
         BenchCell c{bytes, dtype, mode, BenchAlgo::kNccl, Codec::kFp};
-        if (o.nccl && !(dtype == BenchDType::kBf16Cast && have_bf16)) cells.push_back(c);
+        if (o.nccl && !(dtype == BenchDType::kBf16Cast && have_bf16)) {
+          cells.push_back(c);
+          c.algo = BenchAlgo::kNcclSymm;
+          if (o.nccl_symm) cells.push_back(c);
+        }
         if (o.one_shot && bytes <= one_shot_max_bytes) {
           c.algo = BenchAlgo::kOneShot;
           cells.push_back(c);
@@ -60,7 +64,7 @@ double EstimateCellSeconds(const BenchCell& cell) {
   const double replay_ms = CallsPerBatch(cell.bytes) * call_us / 1e3;
   const int reps = RepsForTarget(replay_ms);
   double setup_s = 0.002;
-  if (cell.mode == BenchMode::kGraph) setup_s += cell.algo == BenchAlgo::kNccl ? 0.03 : 0.005;
+  if (cell.mode == BenchMode::kGraph) setup_s += IsBaseline(cell.algo) ? 0.03 : 0.005;
   return (2 + kTimedBatches * reps) * replay_ms / 1e3 + setup_s;
 }
 
@@ -85,6 +89,7 @@ std::string CellLabel(const BenchCell& cell) {
 
 bool SweepGuard::ShouldTime(const BenchCell& cell) const {
   if (cell.algo == BenchAlgo::kNccl) return nccl_;
+  if (cell.algo == BenchAlgo::kNcclSymm) return nccl_symm_;
   if (cell.algo == BenchAlgo::kOneShot) return one_shot_;
   return true;
 }
@@ -94,6 +99,10 @@ SweepGuard::Verdict SweepGuard::OnFailure(const BenchCell& cell, bool poisoned) 
   if (cell.algo == BenchAlgo::kNccl && nccl_) {
     nccl_ = false;
     v.failures.push_back("NCCL baseline dropped for the rest of the run");
+  }
+  if (cell.algo == BenchAlgo::kNcclSymm && nccl_symm_) {
+    nccl_symm_ = false;
+    v.failures.push_back("NCCL symmetric baseline dropped for the rest of the run");
   }
   if (cell.algo == BenchAlgo::kOneShot && !poisoned && one_shot_) {
     one_shot_ = false;

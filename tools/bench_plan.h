@@ -34,10 +34,10 @@ struct BenchCell {
 };
 
 // Cells in run order: sizes ascending, then dtypes, then modes (eager only up
-// to o.eager_max_bytes); within that NCCL, one-shot (when bytes <=
-// one_shot_max_bytes), then two-shot per regime. bf16cast has no NCCL cell
-// when bf16 is swept too: NCCL reduces bf16 either way and the runner reuses
-// bf16's number.
+// to o.eager_max_bytes); within that NCCL, NCCL symmetric (o.nccl_symm),
+// one-shot (when bytes <= one_shot_max_bytes), then two-shot per regime.
+// bf16cast has no NCCL cells when bf16 is swept too: NCCL reduces bf16
+// either way and the runner reuses bf16's numbers.
 std::vector<BenchCell> PlanCells(const BenchOptions& o, size_t one_shot_max_bytes);
 
 // All-reduces per batch: min(50, 256 MiB / bytes), at least 2.
@@ -64,13 +64,16 @@ inline constexpr int kMaxGroupRebuilds = 3;
 // baseline for the rest of the run; a one-shot launch error (a group not
 // poisoned) drops one-shot; a poisoned group (a kernel timed out or saw an
 // abort) is rebuilt, at most kMaxGroupRebuilds times, then the sweep stops.
+// NCCL's symmetric baseline is dropped like NCCL's, on its own.
 class SweepGuard {
  public:
-  explicit SweepGuard(bool have_nccl) : nccl_(have_nccl) {}
+  explicit SweepGuard(bool have_nccl, bool have_nccl_symm = false)
+      : nccl_(have_nccl), nccl_symm_(have_nccl_symm) {}
 
   // False for cells of an algorithm dropped earlier (or NCCL never loaded).
   bool ShouldTime(const BenchCell& cell) const;
   bool nccl() const { return nccl_; }
+  bool nccl_symm() const { return nccl_symm_; }
 
   struct Verdict {
     std::vector<std::string> failures;  // lines for the report, beyond the cell's own
@@ -82,6 +85,7 @@ class SweepGuard {
 
  private:
   bool nccl_;
+  bool nccl_symm_;
   bool one_shot_ = true;
   int rebuilds_ = 0;
 };

@@ -54,6 +54,37 @@ TEST(BenchPlanTest, Bf16CastTimesItsOwnNcclWhenBf16IsNotSwept) {
   EXPECT_EQ(CellLabel(cells[1]), "1M bf16cast graph two-shot FP");
 }
 
+TEST(BenchPlanTest, PerGpuTimesNcclSymmetricAfterNcclAndAtWorldSizeOneOnlyBaselines) {
+  ASSERT_OK_AND_ASSIGN(BenchOptions o,
+                       ParseBenchArgs({"--launch", "per-gpu", "--sizes", "4K", "--modes", "graph",
+                                       "--dtypes", "fp16,bf16cast", "--regimes", "FP"}));
+  std::vector<std::string> labels;
+  for (const BenchCell& c : PlanCells(o, M)) labels.push_back(CellLabel(c));
+  EXPECT_THAT(labels, ElementsAre("4K fp16 graph nccl", "4K fp16 graph nccl-symm",
+                                  "4K fp16 graph one-shot", "4K fp16 graph two-shot FP",
+                                  "4K bf16cast graph nccl", "4K bf16cast graph nccl-symm",
+                                  "4K bf16cast graph one-shot", "4K bf16cast graph two-shot FP"));
+  ASSERT_OK_AND_ASSIGN(BenchOptions one, ParseBenchArgs({"--launch", "per-gpu", "--world-size", "1",
+                                                         "--sizes", "4K", "--dtypes", "fp16"}));
+  labels.clear();
+  for (const BenchCell& c : PlanCells(one, M)) labels.push_back(CellLabel(c));
+  EXPECT_THAT(labels, ElementsAre("4K fp16 graph nccl", "4K fp16 graph nccl-symm",
+                                  "4K fp16 eager nccl", "4K fp16 eager nccl-symm"));
+}
+
+TEST(BenchPlanTest, ANcclSymmetricFailureDropsOnlyThatBaseline) {
+  SweepGuard g(/*have_nccl=*/true, /*have_nccl_symm=*/true);
+  const BenchCell symm{4 * K, BenchDType::kFp16, BenchMode::kGraph, BenchAlgo::kNcclSymm,
+                       Codec::kFp};
+  const BenchCell nccl{4 * K, BenchDType::kFp16, BenchMode::kGraph, BenchAlgo::kNccl, Codec::kFp};
+  EXPECT_TRUE(g.ShouldTime(symm));
+  const SweepGuard::Verdict v = g.OnFailure(symm, /*poisoned=*/false);
+  EXPECT_THAT(v.failures, ElementsAre(HasSubstr("NCCL symmetric baseline dropped")));
+  EXPECT_FALSE(g.ShouldTime(symm));
+  EXPECT_TRUE(g.ShouldTime(nccl));
+  EXPECT_FALSE(SweepGuard(true).ShouldTime(symm));  // never set up
+}
+
 TEST(BenchPlanTest, DefaultRunFitsTheDeviceBudget) {
   // The device tool allows 600 s per command; the suite's bench part must
   // stay well under it.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "comm/config.h"
 #include "comm/policy.h"
@@ -140,11 +141,18 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
     double nccl_us = 0;
     std::optional<double> one_shot;
     std::map<Codec, double> two_shot;
+    std::map<BenchAlgo, double> baselines;  // in BenchAlgo order
+    std::map<std::pair<BenchAlgo, Codec>, int> nodes;
     for (const Measurement* m : groups[k]) {
       if (m->cell.algo == BenchAlgo::kNccl) nccl_us = m->us;
+      if (IsBaseline(m->cell.algo)) baselines[m->cell.algo] = m->us;
       if (m->cell.algo == BenchAlgo::kOneShot) one_shot = m->us;
       if (m->cell.algo == BenchAlgo::kTwoShot) two_shot[m->cell.codec] = m->us;
+      nodes[{m->cell.algo, m->cell.codec}] = m->graph_nodes;
     }
+    const auto best =
+        std::min_element(baselines.begin(), baselines.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
     auto add = [&](BenchAlgo algo, const std::string& regime, double us, Algorithm wire_algo,
                    Codec wire_codec, std::string choice) {
       BenchRow row;
@@ -156,6 +164,15 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
       row.us = us;
       row.policy_choice = std::move(choice);
       Finish(row, bytes, world_size, nccl_us, link_gbps, wire_algo, wire_codec);
+      if (algo != BenchAlgo::kPolicy) {
+        const auto n = nodes.find({algo, algo == BenchAlgo::kTwoShot ? wire_codec : Codec::kFp});
+        if (n != nodes.end()) row.graph_nodes = n->second;
+      }
+      if (!IsBaseline(algo) && best != baselines.end()) {
+        row.best_peer = BenchAlgoName(best->first);
+        row.best_peer_us = best->second;
+        row.ratio_vs_best_peer = us / best->second;
+      }
       rows.push_back(row);
     };
     for (const auto& [codec, us] : two_shot) {
@@ -173,7 +190,9 @@ std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
       }
       if (us) add(BenchAlgo::kPolicy, CodecName(regime), *us, algo, codec, AlgorithmName(algo));
     }
-    if (nccl_us > 0) add(BenchAlgo::kNccl, "-", nccl_us, Algorithm::kTwoShot, Codec::kFp, "");
+    for (const auto& [algo, us] : baselines) {
+      add(algo, "-", us, Algorithm::kTwoShot, Codec::kFp, "");
+    }
   }
   return rows;
 }
@@ -275,15 +294,16 @@ MinSizeTable DeriveMinSizeTable(const std::vector<BenchRow>& rows, int world_siz
 
 std::string CsvHeader() {
   return "bytes,dtype,mode,algo,regime,us,algbw_GBps,nccl_us,ratio_vs_nccl,link_limit_us,"
-         "pct_of_link_limit,policy_choice\n";
+         "pct_of_link_limit,policy_choice,best_peer,best_peer_us,ratio_vs_best_peer\n";
 }
 
 std::string CsvLine(const BenchRow& r) {
-  return fmt::format("{},{},{},{},{},{:.3f},{:.2f},{},{},{},{},{}\n", r.bytes,
+  return fmt::format("{},{},{},{},{},{:.3f},{:.2f},{},{},{},{},{},{},{},{}\n", r.bytes,
                      BenchDTypeName(r.dtype), BenchModeName(r.mode), BenchAlgoName(r.algo),
                      r.regime, r.us, r.algbw_gbps, FieldOrEmpty(r.nccl_us, 3),
                      FieldOrEmpty(r.ratio_vs_nccl, 3), FieldOrEmpty(r.link_limit_us, 3),
-                     FieldOrEmpty(r.pct_of_link_limit, 1), r.policy_choice);
+                     FieldOrEmpty(r.pct_of_link_limit, 1), r.policy_choice, r.best_peer,
+                     FieldOrEmpty(r.best_peer_us, 3), FieldOrEmpty(r.ratio_vs_best_peer, 3));
 }
 
 std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
@@ -328,7 +348,11 @@ std::string BenchJson(const BenchHeader& h, const std::vector<BenchRow>& rows,
                      {"ratio_vs_nccl", or_null(r.ratio_vs_nccl)},
                      {"link_limit_us", or_null(r.link_limit_us)},
                      {"pct_of_link_limit", or_null(r.pct_of_link_limit)},
-                     {"policy_choice", r.policy_choice}});
+                     {"policy_choice", r.policy_choice},
+                     {"best_peer", r.best_peer.empty() ? json(nullptr) : json(r.best_peer)},
+                     {"best_peer_us", or_null(r.best_peer_us)},
+                     {"ratio_vs_best_peer", or_null(r.ratio_vs_best_peer)},
+                     {"graph_nodes", r.graph_nodes >= 0 ? json(r.graph_nodes) : json(nullptr)}});
   }
   json jtable = {{"text", table.text},
                  {"fp16_MiB", table.mib[0]},
@@ -358,7 +382,11 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
   const BenchRow* nccl = nullptr;
   const BenchRow* one = nullptr;
   std::string policy;
+  const BenchRow* best = nullptr;  // the fastest baseline other than NCCL
   for (const BenchRow& r : group) {
+    if (IsBaseline(r.algo) && r.algo != BenchAlgo::kNccl && (best == nullptr || r.us < best->us)) {
+      best = &r;
+    }
     if (r.algo == BenchAlgo::kNccl) nccl = &r;
     if (r.algo == BenchAlgo::kOneShot) one = &r;
     if (r.algo == BenchAlgo::kPolicy && policy.empty()) policy = r.policy_choice;
@@ -375,7 +403,10 @@ std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Code
     }
     s += cell(two);
   }
-  return s + "  " + (policy.empty() ? "-" : policy) + "\n";
+  s += "  " + (policy.empty() ? "-" : policy);
+  // Stronger peers than classic NCCL, where timed: the fastest, by name.
+  if (best != nullptr) s += fmt::format("  {} {:.1f}", BenchAlgoName(best->algo), best->us);
+  return s + "\n";
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {

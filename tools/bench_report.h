@@ -23,10 +23,12 @@
 
 namespace qr::bench {
 
-// A timed cell: microseconds per all-reduce (> 0).
+// A timed cell: microseconds per all-reduce (> 0), and for a graph-mode cell
+// the nodes of the captured graph (the slowest rank's graph: -1 unknown).
 struct Measurement {
   BenchCell cell;
   double us = 0;
+  int graph_nodes = -1;
 };
 
 // Peer-store bandwidth, GB/s (1e9 bytes/s) of stores leaving each GPU into
@@ -56,6 +58,12 @@ struct BenchRow {
   double link_limit_us = 0;      // wire bytes per GPU / link bandwidth; 0 without bandwidth
   double pct_of_link_limit = 0;  // 100 * link_limit_us / us
   std::string policy_choice;     // policy rows: "one-shot" or "two-shot"; else empty
+  // quickreduce rows: the fastest baseline of the group (BenchAlgoName), its
+  // time and us / its time; empty and 0 for baselines and where none was timed.
+  std::string best_peer;
+  double best_peer_us = 0;
+  double ratio_vs_best_peer = 0;
+  int graph_nodes = -1;  // the measurement's (JSON only)
 };
 
 // Bytes one GPU sends for an all-reduce of `bytes` bytes: two-shot
@@ -67,10 +75,13 @@ double LinkLimitUs(Algorithm algo, Codec codec, size_t bytes, int world_size, do
 
 // Rows for every measurement, grouped by (bytes, dtype, mode) in the order
 // first seen: two-shot rows, the one-shot row, one policy row per regime in
-// `regimes` whose pick was timed, then NCCL. The policy is ChooseAlgorithm and
+// `regimes` whose pick was timed, then the baselines (NCCL, NCCL symmetric,
+// torch one-shot, torch two-shot; each with its ratio to NCCL). Every
+// quickreduce row names the fastest baseline of its group (best_peer). The
+// policy is ChooseAlgorithm and
 // EffectiveCodec (comm/policy.h) under `policy` (qr-bench: a default
 // Config, i.e. the built-in one-shot ceilings); its rows copy the
-// timed number. NCCL rows are compared with the link limit of two-shot FP
+// timed number. Baseline rows are compared with the link limit of two-shot FP
 // (a ring moves the same bytes).
 std::vector<BenchRow> BuildRows(const std::vector<Measurement>& measurements,
                                 const std::vector<Codec>& regimes, int world_size, double link_gbps,
@@ -135,7 +146,8 @@ std::string BenchJson(const BenchHeader& header, const std::vector<BenchRow>& ro
 
 // The human table: a header line for `regimes`, and one line per (bytes,
 // dtype, mode) group of rows: NCCL us, one-shot and each two-shot codec as
-// "us ratio link%", and the policy's algorithm.
+// "us ratio link%", the policy's algorithm, and the fastest baseline other
+// than NCCL with its time where one was timed ("nccl-symm 5.1").
 std::string TableHeader(const std::vector<Codec>& regimes);
 std::string TableLine(const std::vector<BenchRow>& group, const std::vector<Codec>& regimes);
 

@@ -220,17 +220,57 @@ TEST(BenchReportTest, CsvHasOneFieldPerColumnAndEmptyUnknowns) {
   const std::string header = CsvHeader();
   EXPECT_EQ(header,
             "bytes,dtype,mode,algo,regime,us,algbw_GBps,nccl_us,ratio_vs_nccl,link_limit_us,"
-            "pct_of_link_limit,policy_choice\n");
+            "pct_of_link_limit,policy_choice,best_peer,best_peer_us,ratio_vs_best_peer\n");
   const auto rows = BuildRows(
       {Meas(M, BenchDType::kBf16Cast, BenchAlgo::kTwoShot, Codec::kInt6, 20.0, BenchMode::kEager)},
       {}, 2, 0.0, Policy());
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(CsvLine(rows[0]), "1048576,bf16cast,eager,two-shot,INT6,20.000,52.43,,,,,\n");
+  EXPECT_EQ(CsvLine(rows[0]), "1048576,bf16cast,eager,two-shot,INT6,20.000,52.43,,,,,,,,\n");
   const auto full = BuildRows(Synthetic(), kRegimes, 2, 300.0, Policy());
   for (const BenchRow& r : full) {
     const std::string line = CsvLine(r);
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 11) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 14) << line;
   }
+}
+
+// The stronger peers (NCCL's symmetric kernels, PyTorch's symmetric memory)
+// get rows of their own, and every quickreduce row names the fastest of them.
+TEST(BenchReportTest, EveryQuickReduceRowIsComparedWithTheFastestPeer) {
+  std::vector<Measurement> m = {
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kNccl, Codec::kFp, 10.0),
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kTorchTwoShot, Codec::kFp, 8.0),
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kNcclSymm, Codec::kFp, 5.0),
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kTorchOneShot, Codec::kFp, 6.0),
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kOneShot, Codec::kFp, 4.0),
+      Meas(4 * K, BenchDType::kFp16, BenchAlgo::kTwoShot, Codec::kInt4, 7.5),
+  };
+  m[4].graph_nodes = 50;
+  const auto rows = BuildRows(m, {Codec::kInt4}, 2, 0.0, Policy());
+  std::vector<std::string> order;
+  for (const BenchRow& r : rows) order.push_back(BenchAlgoName(r.algo));
+  EXPECT_THAT(order, ::testing::ElementsAre("two-shot", "one-shot", "policy", "nccl", "nccl-symm",
+                                            "torch-one-shot", "torch-two-shot"));
+  const BenchRow& two = rows[0];
+  EXPECT_EQ(two.best_peer, "nccl-symm");
+  EXPECT_DOUBLE_EQ(two.best_peer_us, 5.0);
+  EXPECT_DOUBLE_EQ(two.ratio_vs_best_peer, 1.5);
+  EXPECT_DOUBLE_EQ(two.ratio_vs_nccl, 0.75);  // still against classic NCCL too
+  EXPECT_EQ(rows[1].graph_nodes, 50);
+  EXPECT_DOUBLE_EQ(rows[1].ratio_vs_best_peer, 0.8);
+  EXPECT_EQ(rows[2].best_peer, "nccl-symm");  // the policy row too
+  for (size_t i = 3; i < rows.size(); ++i) {
+    EXPECT_TRUE(rows[i].best_peer.empty()) << order[i];  // a baseline has no peer ratio
+    EXPECT_DOUBLE_EQ(rows[i].nccl_us, 10.0);
+  }
+  EXPECT_DOUBLE_EQ(rows[4].ratio_vs_nccl, 0.5);  // NCCL symmetric over classic NCCL
+  EXPECT_THAT(CsvLine(two), HasSubstr(",nccl-symm,5.000,1.500\n"));
+  // The table line names the fastest peer beyond NCCL.
+  EXPECT_THAT(TableLine(rows, {Codec::kInt4}), HasSubstr("one-shot  nccl-symm 5.0\n"));
+  // Without peers beyond NCCL, NCCL is the best peer and the line is as before.
+  const auto plain = BuildRows({m[0], m[4]}, {}, 2, 0.0, Policy());
+  EXPECT_EQ(plain[0].best_peer, "nccl");
+  // (No regimes: no policy column entry, "-", and nothing after it.)
+  EXPECT_THAT(TableLine(plain, {}), ::testing::EndsWith("0.40   -  -\n"));
 }
 
 TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
@@ -276,6 +316,9 @@ TEST(BenchReportTest, JsonHoldsHeaderRowsAndTable) {
   const auto j2 =
       nlohmann::json::parse(BenchJson(BenchHeader{}, lone, DeriveMinSizeTable(lone, 2, kAmd)));
   EXPECT_TRUE(j2["rows"][0]["nccl_us"].is_null());
+  EXPECT_TRUE(j2["rows"][0]["best_peer"].is_null());
+  EXPECT_TRUE(j2["rows"][0]["ratio_vs_best_peer"].is_null());
+  EXPECT_TRUE(j2["rows"][0]["graph_nodes"].is_null());
   EXPECT_TRUE(j2["header"]["nccl_version"].is_null());
   EXPECT_TRUE(j2["header"]["peer_bandwidth_tma"].empty());
 }

@@ -22,10 +22,11 @@
 #include "kernels/platform/platform.h"
 #include "tools/bench_gpu.h"
 #include "tools/bench_nccl.h"
-#include "tools/bench_nccl_table.h"
+#include "tools/bench_output.h"
 #include "tools/bench_peer.h"
 #include "tools/bench_plan.h"
 #include "tools/bench_report.h"
+#include "tools/bench_torch.h"
 
 namespace qr::bench {
 namespace {
@@ -61,7 +62,6 @@ class Bench {
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  Status OpenOutputs();
   Status Setup();
   Status RebuildGroup();
   Status StartNccl();
@@ -70,11 +70,8 @@ class Bench {
   // verdict; an error only when the sweep must stop.
   Status RunCell(const BenchCell& c, const std::string& label, SweepGuard& guard,
                  std::vector<Measurement>& group);
-  void PrintPeerBandwidth() const;
   StatusOr<double> TimeQuickReduce(const BenchCell& c);
   StatusOr<double> TimeNccl(const BenchCell& c);
-  void FlushGroup(std::vector<Measurement>& group);
-  Status Finish();
   void Fail(const std::string& what) {
     std::fprintf(stderr, "qr-bench: %s\n", what.c_str());
     header_.failures.push_back(what);
@@ -93,25 +90,8 @@ class Bench {
   bool have_nccl_ = false;  // comms_ initialised
   // NCCL numbers by (bytes, mode, NCCL dtype is bf16): bf16cast reuses bf16's.
   std::map<std::tuple<size_t, BenchMode, bool>, double> nccl_us_;
-  FILE* csv_ = nullptr;
-  std::vector<Measurement> measured_;
-  std::vector<BenchRow> rows_;
+  BenchOutput output_{o_, header_};
 };
-
-Status Bench::OpenOutputs() {
-  // Fail before any GPU work when an output cannot be written.
-  if (!o_.csv_path.empty()) {
-    csv_ = std::fopen(o_.csv_path.c_str(), "w");
-    if (csv_ == nullptr)
-      return InvalidArgumentError(fmt::format("cannot write --csv {}", o_.csv_path));
-    std::fputs(CsvHeader().c_str(), csv_);
-    std::fflush(csv_);
-  }
-  for (const std::string* p : {&o_.json_path, &o_.min_size_table_path}) {
-    if (!p->empty()) QR_RETURN_IF_ERROR(WriteTextFile(*p, ""));
-  }
-  return OkStatus();
-}
 
 Status Bench::RebuildGroup() {
   streams_.clear();
@@ -269,64 +249,6 @@ StatusOr<double> Bench::TimeCell(const BenchCell& c) {
   return TimeQuickReduce(c);
 }
 
-void Bench::FlushGroup(std::vector<Measurement>& group) {
-  if (group.empty()) return;
-  const auto rows = BuildRows(group, o_.regimes, ws_, header_.peer.LinkGBps());
-  if (csv_ != nullptr) {
-    for (const BenchRow& r : rows) std::fputs(CsvLine(r).c_str(), csv_);
-    std::fflush(csv_);
-  }
-  std::fputs(TableLine(rows, o_.regimes).c_str(), stdout);
-  std::fflush(stdout);
-  rows_.insert(rows_.end(), rows.begin(), rows.end());
-  group.clear();
-}
-
-Status Bench::Finish() {
-  const MinSizeTable table = DeriveMinSizeTable(rows_, ws_, GpuPlatform());
-  // The same rows as nccl-tests prints them, to compare with its tables.
-  std::printf("\n%s", NcclTestsTable(rows_, ws_).c_str());
-  std::printf("\n%s", table.text.c_str());
-  std::fflush(stdout);
-  header_.wall_seconds = Elapsed();
-  // Write every output even when one fails; report the first failure.
-  Status s = OkStatus();
-  auto keep_first = [&s](Status next) {
-    if (s.ok()) s = std::move(next);
-  };
-  if (!o_.min_size_table_path.empty())
-    keep_first(WriteTextFile(o_.min_size_table_path, table.text));
-  if (!o_.json_path.empty())
-    keep_first(WriteTextFile(o_.json_path, BenchJson(header_, rows_, table)));
-  if (csv_ != nullptr) {
-    if (std::fclose(csv_) != 0)
-      keep_first(InternalError(fmt::format("closing {} failed", o_.csv_path)));
-    csv_ = nullptr;
-  }
-  return s;
-}
-
-void Bench::PrintPeerBandwidth() const {
-  if (!o_.peer_bandwidth || header_.peer.concurrent_gbps.empty()) return;
-  std::printf("%s\n",
-              fmt::format("peer-store GB/s per GPU, all storing at once: {:.1f}; alone: {:.1f}  "
-                          "(link limits use {:.1f})",
-                          fmt::join(header_.peer.concurrent_gbps, " "),
-                          fmt::join(header_.peer.alone_gbps, " "), header_.peer.LinkGBps())
-                  .c_str());
-  // TMA bulk copies (issue 18 item 8): the kernels should use them only if
-  // they drive the link faster than the SM stores above.
-  for (const PeerBandwidth& t : header_.peer_tma) {
-    std::printf("%s\n", fmt::format("  by {}: all storing at once: {:.1f}; alone: {:.1f}  "
-                                    "(slowest {:.1f} = {:.3f} x the SM stores')",
-                                    t.method, fmt::join(t.concurrent_gbps, " "),
-                                    fmt::join(t.alone_gbps, " "), t.LinkGBps(),
-                                    t.LinkGBps() / header_.peer.LinkGBps())
-                            .c_str());
-  }
-  std::printf("\n");
-}
-
 Status Bench::RunCell(const BenchCell& c, const std::string& label, SweepGuard& guard,
                       std::vector<Measurement>& group) {
   auto us = TimeCell(c);
@@ -336,7 +258,6 @@ Status Bench::RunCell(const BenchCell& c, const std::string& label, SweepGuard& 
   }
   if (us.ok() && !poisoned) {
     group.push_back({c, *us});
-    measured_.push_back({c, *us});
     if (c.algo == BenchAlgo::kNccl) nccl_us_[{c.bytes, c.mode, c.dtype != BenchDType::kFp16}] = *us;
     return OkStatus();
   }
@@ -352,9 +273,16 @@ Status Bench::RunCell(const BenchCell& c, const std::string& label, SweepGuard& 
 }
 
 int Bench::Run() {
-  if (Status s = OpenOutputs(); !s.ok()) {
+  if (Status s = output_.Open(); !s.ok()) {
     std::fprintf(stderr, "qr-bench: %s\n", s.ToString().c_str());
     return 2;
+  }
+  if (o_.torch_symm) {
+    // Before this process touches a GPU: the torch ranks take every GPU.
+    output_.AddBaselines(
+        RecordTorchRows(RunTorchBaseline(o_, o_.csv_path.empty() ? "/tmp/qr-bench-torch.csv"
+                                                                 : o_.csv_path + ".torch.csv"),
+                        header_));
   }
   const size_t one_shot_max = static_cast<size_t>(kernels::OneShotMaxBytes(ws_));
   const std::vector<BenchCell> cells = PlanCells(o_, one_shot_max);
@@ -370,7 +298,7 @@ int Bench::Run() {
   Status fatal = Setup();
   SweepGuard guard(have_nccl_);
   if (fatal.ok()) {
-    PrintPeerBandwidth();
+    output_.PrintPeerBandwidth();
     std::fputs(TableHeader(o_.regimes).c_str(), stdout);
     std::fflush(stdout);
     std::vector<Measurement> group;  // the cells of one table line
@@ -378,7 +306,7 @@ int Bench::Run() {
       const BenchCell& c = cells[i];
       if (!group.empty() && (group[0].cell.bytes != c.bytes || group[0].cell.dtype != c.dtype ||
                              group[0].cell.mode != c.mode)) {
-        FlushGroup(group);
+        output_.Flush(group);
       }
       const std::string label = CellLabel(c);
       std::fprintf(stderr, "[%zu/%zu %6.1fs] %s\n", i + 1, cells.size(), Elapsed(), label.c_str());
@@ -392,10 +320,10 @@ int Bench::Run() {
       }
       fatal = RunCell(c, label, guard, group);
     }
-    FlushGroup(group);
+    output_.Flush(group);
   }
   if (!fatal.ok()) Fail("fatal: " + fatal.ToString());
-  const Status written = Finish();
+  const Status written = output_.Finish(Elapsed());
   if (!written.ok()) Fail("writing outputs: " + written.ToString());
   if (have_nccl_ && guard.nccl()) {
     for (int r = 0; r < ws_; ++r) {
@@ -403,7 +331,7 @@ int Bench::Run() {
     }
   }
   std::fprintf(stderr, "qr-bench: done in %.1f s, %zu rows, %zu failures\n", Elapsed(),
-               rows_.size(), header_.failures.size());
+               output_.rows().size(), header_.failures.size());
   if (!fatal.ok() || !written.ok()) return 1;
   return header_.failures.empty() ? 0 : 3;
 }

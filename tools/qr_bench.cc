@@ -4,9 +4,12 @@
 // buffers; the measured peer-store bandwidth and each row's % of the link
 // limit; the QR_MIN_SIZE_TABLE this machine should use. One process drives
 // world_size GPUs through peer access (kernels/gpu/local_group.h runs the
-// very kernels the GPU backend launches). NCCL (or RCCL) is dlopened, so the
-// binary builds and runs without it. Method and outputs: docs/performance.md
-// "How to run".
+// very kernels the GPU backend launches), or with --launch per-gpu one
+// process per GPU goes through the library and the broker as serving
+// processes do, with NCCL's symmetric kernels as a second baseline
+// (bench_launch.h, bench_worker.h); --torch-symm adds PyTorch's symmetric
+// memory (bench_torch.h). NCCL (or RCCL) is dlopened, so the binary builds and
+// runs without it. Method and outputs: docs/performance.md "How to run".
 //
 // In parts: flags (bench_options.h, checked before any GPU work), the plan
 // and the sweep's failure rules (bench_plan.h), the run (bench_runner.h) with
@@ -16,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench_launch.h"
 #include "tools/bench_options.h"
 #include "tools/bench_runner.h"
+#include "tools/bench_worker.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -32,6 +37,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::string command_line = "qr-bench";
-  for (const auto& a : args) command_line += " " + a;
+  for (const auto& a : args) {
+    if (a == "--worker-rank") break;  // the launcher's flags for its workers, appended last
+    command_line += " " + a;
+  }
+  if (o->launch == qr::bench::BenchLaunch::kPerGpu) {
+    if (o->worker_rank >= 0) return qr::bench::RunWorker(*o, command_line);
+    return qr::bench::LaunchPerGpu(*o, args, qr::bench::SelfExecutable(argv[0]));
+  }
   return qr::bench::RunBench(*o, command_line);
 }

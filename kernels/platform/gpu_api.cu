@@ -251,9 +251,17 @@ Status BeginCaptureThreadLocal(Stream stream) {
   return OkStatus();
 }
 
-StatusOr<GraphExec> EndCapture(Stream stream) {
+StatusOr<GraphExec> EndCapture(Stream stream, size_t* node_count) {
   hipGraph_t g = nullptr;
   QR_GPU_RETURN_IF_ERROR(hipStreamEndCapture(S(stream), &g));
+  if (node_count != nullptr) {
+    *node_count = 0;
+    const hipError_t n = hipGraphGetNodes(g, nullptr, node_count);
+    if (n != hipSuccess) {
+      Warn(hipGraphDestroy(g), "hipGraphDestroy");
+      QR_GPU_RETURN_IF_ERROR(n);
+    }
+  }
   hipGraphExec_t ge = nullptr;
   hipError_t e = hipGraphInstantiate(&ge, g, nullptr, nullptr, 0);
   Warn(hipGraphDestroy(g), "hipGraphDestroy");

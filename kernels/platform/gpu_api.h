@@ -95,7 +95,9 @@ void StreamDestroy(Stream stream);
 // Same, but only this thread's unsafe calls invalidate the capture (for one
 // capturing thread per device).
 [[nodiscard]] Status BeginCaptureThreadLocal(Stream stream);
-[[nodiscard]] StatusOr<GraphExec> EndCapture(Stream stream);
+// *node_count (when given) is the captured graph's node count before
+// instantiation: 0 means nothing was captured.
+[[nodiscard]] StatusOr<GraphExec> EndCapture(Stream stream, size_t* node_count = nullptr);
 [[nodiscard]] Status GraphLaunch(GraphExec graph, Stream stream);
 void GraphDestroy(GraphExec graph);
 
@@ -263,10 +265,13 @@ class ScopedGraph {
 
   GraphExec get() const { return graph_.get(); }
   [[nodiscard]] Status Launch(Stream stream) const { return GraphLaunch(graph_.get(), stream); }
+  // The nodes the capture recorded (0: an empty graph).
+  size_t nodes() const { return nodes_; }
 
  private:
-  ScopedGraph(GraphExec g, int device) : graph_(g, device) {}
+  ScopedGraph(GraphExec g, int device, size_t nodes) : graph_(g, device), nodes_(nodes) {}
   internal::Owned<internal::GraphDestroyOn> graph_;
+  size_t nodes_ = 0;
 };
 
 // Makes `device` the calling thread's current device for this object's life

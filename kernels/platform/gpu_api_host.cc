@@ -52,7 +52,7 @@ Status DeviceSynchronize() { return NoGpu("DeviceSynchronize"); }
 
 Status BeginCapture(Stream) { return NoGpu("BeginCapture"); }
 Status BeginCaptureThreadLocal(Stream) { return NoGpu("BeginCaptureThreadLocal"); }
-StatusOr<GraphExec> EndCapture(Stream) { return NoGpu("EndCapture"); }
+StatusOr<GraphExec> EndCapture(Stream, size_t*) { return NoGpu("EndCapture"); }
 Status GraphLaunch(GraphExec, Stream) { return NoGpu("GraphLaunch"); }
 void GraphDestroy(GraphExec) {}
 

@@ -91,8 +91,9 @@ StatusOr<ScopedEvent> ScopedEvent::Create() {
 
 StatusOr<ScopedGraph> ScopedGraph::EndCapture(Stream stream) {
   QR_ASSIGN_OR_RETURN(const int device, GetDevice());
-  QR_ASSIGN_OR_RETURN(GraphExec g, gpu::EndCapture(stream));
-  return ScopedGraph(g, device);
+  size_t nodes = 0;
+  QR_ASSIGN_OR_RETURN(GraphExec g, gpu::EndCapture(stream, &nodes));
+  return ScopedGraph(g, device, nodes);
 }
 
 // One GetDevice when `device` is already current: the GPU backend's call path.

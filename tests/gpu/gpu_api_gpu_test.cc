@@ -77,6 +77,7 @@ TEST_F(GpuApiGpuTest, StreamEventsAndGraphWork) {
   ASSERT_OK(BeginCapture(stream.get()));
   ASSERT_OK(MemsetAsync(b.get(), 7, b.bytes(), stream.get()));
   ASSERT_OK_AND_ASSIGN(ScopedGraph graph, ScopedGraph::EndCapture(stream.get()));
+  EXPECT_EQ(graph.nodes(), 1u);  // the memset
   ASSERT_OK(Memset(b.get(), 0, b.bytes()));
   ASSERT_OK(EventRecord(start.get(), stream.get()));
   ASSERT_OK(graph.Launch(stream.get()));
@@ -87,6 +88,14 @@ TEST_F(GpuApiGpuTest, StreamEventsAndGraphWork) {
   std::vector<uint8_t> got(b.bytes());
   ASSERT_OK(Memcpy(got.data(), b.get(), b.bytes()));
   EXPECT_EQ(got, std::vector<uint8_t>(b.bytes(), 7));
+}
+
+// qr-bench checks every captured graph for nodes: an empty capture reads 0.
+TEST_F(GpuApiGpuTest, AnEmptyCaptureHasNoNodes) {
+  ASSERT_OK_AND_ASSIGN(ScopedStream stream, ScopedStream::Create());
+  ASSERT_OK(BeginCapture(stream.get()));
+  ASSERT_OK_AND_ASSIGN(ScopedGraph graph, ScopedGraph::EndCapture(stream.get()));
+  EXPECT_EQ(graph.nodes(), 0u);
 }
 
 TEST_F(GpuApiGpuTest, ScopedDeviceRestoresThePreviousDevice) {

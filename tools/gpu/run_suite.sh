@@ -13,6 +13,8 @@
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
+#   "bench-modes" (not default): qr-bench --launch per-gpu with NCCL's
+#   symmetric kernels and PyTorch's symmetric memory (issue 30 item 6).
 # With exactly one GPU the multi-process parts (backend, demo) run their ranks
 # on it under NVIDIA MPS, which this script starts and stops, with
 # QR_ALLOW_SHARED_DEVICE=1 (docs/gpu-testing.md).
@@ -116,6 +118,21 @@ demo() {  # demo <world size>
   broker_stop
 }
 
+# A private broker for a part whose ranks join through it: "${broker_env[@]}"
+# before the part's command gives it QR_BROKER_SOCKET and
+# QR_BROKER_AUTOSTART=0; broker_stop ends it.
+broker_start() {  # broker_start <log name>
+  broker_dir=$(mktemp -d /tmp/qr-suite.XXXXXX)
+  QR_LOG_LEVEL=warn .device/bin/qr-broker --socket "$broker_dir/broker.sock" \
+    >"$out/$1-broker.log" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 100); do
+    [[ -e "$broker_dir/broker.sock" ]] && break
+    sleep 0.05
+  done
+  broker_env=(env QR_BROKER_SOCKET="$broker_dir/broker.sock" QR_BROKER_AUTOSTART=0)
+}
+
 trap 'broker_stop; suite_mps_stop' EXIT
 # timeout passes the signal on to the part's command.
 trap '[[ -n "$part_pid" ]] && kill -TERM "$part_pid" && wait "$part_pid"; exit 130' INT TERM
@@ -182,6 +199,43 @@ for p in $suite; do
       [[ -x .device/bin/qr-bench ]] &&
         part bench "${QR_BENCH_TIMEOUT:-420}" .device/bin/qr-bench --csv "$out/bench.csv" \
           --json "$out/bench.json" --min-size-table "$out/min_size_table.txt" ${QR_BENCH_ARGS:-} ;;
+    bench-modes)
+      # qr-bench --launch per-gpu (one process per GPU, quickreduce through
+      # the broker, NCCL by the launcher's id) with NCCL's symmetric kernels
+      # and PyTorch's symmetric memory (--torch-symm) as baselines; exit 0
+      # means every cell ran and every captured graph had nodes (docs/
+      # performance.md, "How to run qr-bench"). On one GPU: world size 1 (the
+      # baselines' calls and captures; torch's ops may refuse world size 1,
+      # said as notes), then 2 ranks sharing the GPU under MPS (quickreduce's
+      # path; NCCL refuses two ranks on one GPU, so no NCCL there). On 2+
+      # GPUs: the largest of 2/4/8 that fits, every baseline. QR_MODES_ARGS
+      # adds flags.
+      modes_args=(--quick --modes graph,eager --sizes 4K,64K,1M,16M)
+      [[ -x .device/bin/qr-bench ]] || { summary+=("bench-modes: no .device/bin/qr-bench"); failed=1; continue; }
+      # The node count qr-bench checks every captured graph with.
+      [[ -x .device/bin/gpu_api_gpu_test ]] &&
+        part gpu-api-graph 60 .device/bin/gpu_api_gpu_test --gtest_brief=1 \
+          --gtest_filter='*Graph*:*Capture*' 
+      part bench-modes-ws1 240 .device/bin/qr-bench --launch per-gpu --world-size 1 --torch-symm \
+        "${modes_args[@]}" --launch-timeout 200 --csv "$out/modes-ws1.csv" \
+        --json "$out/modes-ws1.json" ${QR_MODES_ARGS:-}
+      if [[ $gpus -eq 1 ]]; then
+        shared_gpu && broker_start bench-modes-shared &&
+          part bench-modes-shared 240 "${broker_env[@]}" QR_ALLOW_SHARED_DEVICE=1 \
+            .device/bin/qr-bench --launch per-gpu --world-size 2 "${modes_args[@]}" \
+            --dtypes fp16,bf16cast --regimes FP,INT8,INT4 --launch-timeout 200 \
+            --csv "$out/modes-shared.csv" --json "$out/modes-shared.json" ${QR_MODES_ARGS:-}
+        broker_stop
+      else
+        mws=2
+        [[ $gpus -ge 4 ]] && mws=4
+        [[ $gpus -ge 8 ]] && mws=8
+        broker_start "bench-modes-ws$mws" &&
+          part "bench-modes-ws$mws" 420 "${broker_env[@]}" .device/bin/qr-bench --launch per-gpu \
+            --world-size "$mws" --torch-symm "${modes_args[@]}" --launch-timeout 380 \
+            --csv "$out/modes-ws$mws.csv" --json "$out/modes-ws$mws.json" ${QR_MODES_ARGS:-}
+        broker_stop
+      fi ;;
     symm)
       # PyTorch's symmetric-memory one-shot and two-shot all-reduce (and
       # torch's NCCL as a calibration) on qr-bench's sizes and dtypes, timed
@@ -249,7 +303,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local fused fused-cost backend demo sanitizer bench symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local fused fused-cost backend demo sanitizer bench bench-modes symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -256,4 +256,27 @@ run "$d" QR_SUITE=symm || { cat "$d/suite.log"; fail "symm on one GPU failed the
 grep -q "symm: skipped (torch symmetric memory .* one GPU per rank, 2 GPUs at least)" "$d/out/summary.txt" ||
   fail "symm on one GPU: no clear skip"
 grep -q "^python3" "$d/calls.txt" && fail "symm ran on one GPU"
+# 9. bench-modes on one GPU: qr-bench --launch per-gpu at world size 1 (no
+# MPS, no flag) with the torch baseline, then 2 ranks sharing the GPU under
+# MPS with the flag; MPS stops. On two GPUs: world size 1, then 2 with every
+# baseline, no MPS.
+d="$tmp/modes"
+make_tree "$d" 1
+run "$d" QR_SUITE=bench-modes || { cat "$d/suite.log"; fail "bench-modes: suite failed"; }
+c="$d/calls.txt"
+grep -q "^qr-bench shared=unset mps= --launch per-gpu --world-size 1 --torch-symm .* --csv $d/out/modes-ws1.csv --json $d/out/modes-ws1.json$" "$c" ||
+  { cat "$c"; fail "bench-modes: no world-size-1 run with torch and its outputs"; }
+grep -q "^qr-bench shared=1 mps=on --launch per-gpu --world-size 2 .* --csv $d/out/modes-shared.csv" "$c" ||
+  { cat "$c"; fail "bench-modes: no shared world-size-2 run under MPS"; }
+grep -q -- "--torch-symm.*modes-shared" "$c" && fail "bench-modes: torch asked for on a shared GPU"
+[[ -f "$d/out/bench-modes-shared-broker.log" ]] || fail "bench-modes: no private broker"
+no_mps_left "$d"
+d="$tmp/modes2"
+make_tree "$d" 2
+run "$d" QR_SUITE=bench-modes || { cat "$d/suite.log"; fail "bench-modes, two GPUs: suite failed"; }
+c="$d/calls.txt"
+grep -q "^mps-" "$c" && fail "bench-modes, two GPUs: MPS started"
+grep -q "^qr-bench shared=unset mps= --launch per-gpu --world-size 2 --torch-symm .* --csv $d/out/modes-ws2.csv" "$c" ||
+  { cat "$c"; fail "bench-modes, two GPUs: no world-size-2 run"; }
+grep -q "bench-modes-ws2: rc=0" "$d/out/summary.txt" || fail "bench-modes: summary lacks ws2"
 echo "PASS"
