@@ -1,7 +1,8 @@
 // The start of every two-shot-family call, block-wide: the sticky error, the
 // colours, and the codec-change handshake of two_shot.h with the data-flag
 // credit words it stores through. Included by the two-shot kernels
-// (two_shot.cu, two_shot_data_flag.cuh).
+// (two_shot.cu, two_shot_data_flag.cuh) and the kernels that reuse their
+// phases (reduce_scatter.cu, all_gather.cu).
 #ifndef QR_KERNELS_GPU_TWO_SHOT_CALL_CUH_
 #define QR_KERNELS_GPU_TWO_SHOT_CALL_CUH_
 
@@ -35,14 +36,26 @@ QR_DEVICE_INLINE bool WaitCredit(const uint32_t* word, uint32_t target, const Ke
       word, [target](uint32_t v) { return CreditReached(v, target); }, p);
 }
 
+// The codec state word a call of `kCodec` records: its own, except for a
+// flag-family kernel of a codec this build runs with data flags (a
+// reduce-scatter or all-gather, collective_kernels.cuh), which records FP's,
+// a flag-family word, so that the next data-flag call of that codec runs the
+// handshake.
+template <Codec kCodec, bool kDataFlag>
+inline constexpr uint32_t kCallStateWord = CodecStateWord(kDataFlag || !UsesDataFlags(kCodec)
+                                                              ? kCodec
+                                                              : Codec::kFp);
+
 // The start of every two-shot call, block-wide: false when this rank has
 // given up (now or during the handshake). Else `base` is the colour before
 // the call's first tile, after the codec-change handshake of two_shot.h
-// where this block's last two-shot call needs one.
-template <Codec kCodec, int kWs>
+// where this block's last two-shot call needs one. kDataFlag: whether the
+// calling kernel is of the data-flag family (the reduce-scatter and
+// all-gather kernels pass false for every codec).
+template <Codec kCodec, int kWs, bool kDataFlag = UsesDataFlags(kCodec)>
 QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
-  constexpr bool kDataFlag = UsesDataFlags(kCodec);
-  constexpr uint32_t kWord = CodecStateWord(kCodec);
+  static_assert(!kDataFlag || UsesDataFlags(kCodec), "only a data-flag codec has such kernels");
+  constexpr uint32_t kWord = kCallStateWord<kCodec, kDataFlag>;
   __shared__ uint32_t gave_up, last;
   // A rank that gave up drains every later call at once (sticky error). One
   // thread reads the flag (device memory) for the whole block.
