@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 targets=(
   //tests/gpu:two_shot_local_test
+  //tests/gpu:collectives_gpu_test
+  //tests/gpu:collectives_backend_test
   //tests/gpu:fused_gpu_test
   //tests/gpu:fused_backend_test
   //tests/gpu:packed_codec_gpu_test
