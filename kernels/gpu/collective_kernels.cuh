@@ -47,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/collective_layout.h"
 #include "kernels/geometry.h"
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot.h"
@@ -66,9 +67,10 @@ struct ChunkTiles {
   static constexpr int kA = kTwoShotAtoms / kWs;
   static constexpr size_t kShardBytes = static_cast<size_t>(kTileBytes / kWs);
   static_assert(kA * kAtomStride == kShardBytes, "a shard is kA atom rows");
+  static_assert(kAtomStride == 2 * static_cast<size_t>(kAtomRowElems), "an atom row's bytes");
   QR_DEVICE_INLINE static bool Offset(const KernelParams& p, int tile, int s, int k, size_t& off) {
-    const size_t in_chunk =
-        static_cast<size_t>(tile) * kShardBytes + threadIdx.x * 16 + k * kAtomStride;
+    const size_t in_chunk = static_cast<size_t>(
+        CollectiveAtomOffsetInChunk(tile, k, static_cast<int>(threadIdx.x), kWs));
     off = static_cast<size_t>(s) * p.bytes + in_chunk;
     return in_chunk < p.bytes;
   }
