@@ -7,9 +7,11 @@
 #   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
 #   qr-bench's rows (torch, a GPU per rank).
 #   "collectives" (not default): reduce-scatter and all-gather against the
-#   host references (tests/gpu:collectives_gpu_test, ranks sharing the GPUs,
-#   and collectives_backend_test through the real stack); "collectives-cost"
-#   (not default): qr-kernel-cost --reduce-scatter and --all-gather.
+#   host references (tests/gpu:collectives_gpu_test, ranks sharing the
+#   GPUs); "collectives-backend" (not default): the same through the real
+#   stack (collectives_backend_test); "collectives-cost" (not default):
+#   qr-kernel-cost --reduce-scatter and --all-gather. On one GPU each fits
+#   one device call on its own.
 #   "fused" (not default): the fused all-reduce + residual + RMSNorm against
 #   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
 #   and fused_backend_test through the real stack); "fused-cost" (not
@@ -155,14 +157,15 @@ for p in $suite; do
     collectives)
       # Reduce-scatter and all-gather against the host references
       # (docs/collectives.md), one process driving every rank at world sizes
-      # 2, 4 and 8: no MPS. Then through the real stack (processes, broker,
-      # graph replay, a killed rank): on one GPU its ranks share it under MPS.
-      # QR_COLLECTIVES_FILTER narrows the first (a gtest filter).
-      part collectives "$(lim 420 420)" .device/bin/collectives_gpu_test --gtest_brief=1 \
-        ${QR_COLLECTIVES_FILTER:+--gtest_filter=$QR_COLLECTIVES_FILTER}
+      # 2, 4 and 8: no MPS. QR_COLLECTIVES_FILTER narrows it (a gtest filter).
+      part collectives "$(lim 480 480)" .device/bin/collectives_gpu_test --gtest_brief=1 \
+        ${QR_COLLECTIVES_FILTER:+--gtest_filter=$QR_COLLECTIVES_FILTER} ;;
+    collectives-backend)
+      # The same through the real stack (processes, broker, graph replay, a
+      # killed rank): on one GPU its ranks share it under MPS.
       [[ -x .device/bin/collectives_backend_test ]] && shared_gpu &&
-        part collectives-backend 300 ${shared[@]+"${shared[@]}"} .device/bin/collectives_backend_test \
-          --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+        part collectives-backend "$(lim 420 480)" ${shared[@]+"${shared[@]}"} \
+          .device/bin/collectives_backend_test --broker=.device/bin/qr-broker --gtest_brief=1 ;;
     collectives-cost)
       # qr-kernel-cost --reduce-scatter / --all-gather (tools/kernel_cost_collectives.h):
       # each against the two-shot all-reduce of the same whole message, every
@@ -274,7 +277,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local collectives collectives-cost fused fused-cost backend demo sanitizer bench symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost backend demo sanitizer bench symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -218,7 +218,7 @@ grep -q "^peer_store_gpu_test" "$d/calls.txt" || fail "codec: no peer_store_gpu_
 # their CSVs and QR_COLLECTIVES_COST_ARGS, MPS stopped before them.
 d="$tmp/collectives"
 make_tree "$d" 1
-run "$d" QR_SUITE=collectives,collectives-cost QR_COLLECTIVES_FILTER='*ws2*' \
+run "$d" QR_SUITE=collectives,collectives-backend,collectives-cost QR_COLLECTIVES_FILTER='*ws2*' \
   QR_COLLECTIVES_COST_ARGS="--reps 3" || { cat "$d/suite.log"; fail "collectives: suite failed"; }
 c="$d/calls.txt"
 grep -qx "collectives_gpu_test shared=unset mps= --gtest_brief=1 --gtest_filter=\*ws2\*" "$c" ||
