@@ -140,7 +140,8 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
                 return False
             comm.all_reduce(t, out=t)
             return True
-        # Hierarchical: the GPU backend has no reduce-scatter yet (QR_UNSUPPORTED).
+        # Hierarchical: on host communicators only until the GPU reduce-scatter /
+        # all-gather kernels have run on hardware (docs/collectives.md "GPU kernels").
         if comm.device is not None:
             return False
         flat = t.view(-1)
