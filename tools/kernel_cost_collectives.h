@@ -14,6 +14,7 @@
 #define QR_TOOLS_KERNEL_COST_COLLECTIVES_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ std::string CollectiveCsvLine(Collective kind, const CollectiveCostResult& r);
 // are those after the mode flag. Exit 0, 1 (setup failed), 2 (bad flags), 3
 // (some cell failed; every line and the CSV still written).
 int RunCollectiveMain(Collective kind, const std::vector<std::string>& args);
+// RunCollectiveMain's exit code when args[0] is "--reduce-scatter" or
+// "--all-gather" (the rest its flags); nullopt for any other mode.
+std::optional<int> RunCollectiveModeIfNamed(const std::vector<std::string>& args);
 
 }  // namespace qr::cost
 

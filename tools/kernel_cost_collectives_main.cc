@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,15 @@ int RunCollectiveMain(Collective kind, const std::vector<std::string>& args) {
     }
   }
   return failures == 0 ? 0 : 3;
+}
+
+std::optional<int> RunCollectiveModeIfNamed(const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] != "--reduce-scatter" && args[0] != "--all-gather")) {
+    return std::nullopt;
+  }
+  return RunCollectiveMain(
+      args[0] == "--all-gather" ? Collective::kAllGather : Collective::kReduceScatter,
+      {args.begin() + 1, args.end()});
 }
 
 }  // namespace qr::cost

@@ -443,12 +443,8 @@ int main(int argc, char** argv) {
   // --fused first: tools/kernel_cost_fused.h.
   if (!args.empty() && args[0] == "--fused")
     return qr::cost::RunFusedMain({args.begin() + 1, args.end()});
-  // --reduce-scatter / --all-gather first: tools/kernel_cost_collectives.h.
-  if (!args.empty() && (args[0] == "--reduce-scatter" || args[0] == "--all-gather")) {
-    return qr::cost::RunCollectiveMain(
-        args[0] == "--all-gather" ? qr::Collective::kAllGather : qr::Collective::kReduceScatter,
-        {args.begin() + 1, args.end()});
-  }
+  // --reduce-scatter / --all-gather: tools/kernel_cost_collectives.h.
+  if (const auto rc = qr::cost::RunCollectiveModeIfNamed(args)) return *rc;
   const auto o = qr::cost::ParseCostArgs(args);
   if (!o.ok()) {
     std::fprintf(stderr, "qr-kernel-cost: %s\nRun with --help for the flags.\n",
