@@ -71,14 +71,6 @@ Status BuildCollectiveCall(const Communicator& c, Collective collective, const v
   const bool rs = collective == Collective::kReduceScatter;
   const char* name = rs ? "reduce_scatter" : "all_gather";
   const int ws = c.world_size();
-  // The GPU kernels of these collectives (the two-shot's phases over
-  // contiguous chunks) are not built yet: refuse rather than run anything
-  // else on the caller's buffers.
-  if (c.device() != kDeviceHost) {
-    return UnsupportedError(std::string(name) +
-                            ": the GPU backend has no reduce-scatter / all-gather kernels yet; "
-                            "the host backend (QR_DEVICE_HOST) runs them");
-  }
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
     return InvalidArgumentError(std::string(name) + ": dtype must be fp16 or bf16");
   }

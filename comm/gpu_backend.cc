@@ -143,10 +143,11 @@ class GpuBackend final : public Backend {
           {call.dtype, n.residual, n.weight, n.residual_out, call.out, n.tokens, n.hidden, n.eps},
           call.stream);
     }
-    if (call.collective != Collective::kAllReduce) {
-      return UnsupportedError("the GPU backend has no kernel for this collective");
-    }
-    return state_->Launch(request, call.stream);
+    // kAllReduce, kReduceScatter or kAllGather: one kernel each
+    // (kernels/gpu/rank_state.h), the same launch path.
+    kernels::AllReduceRequest kind = request;
+    kind.collective = call.collective;
+    return state_->Launch(kind, call.stream);
   }
 
   // The kernel's error word, as the communicator reads it once per call (it

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "kernels/codec_layout.h"
 #include "kernels/geometry.h"
 
 namespace qr::kernels {
@@ -38,6 +39,19 @@ constexpr int64_t CollectiveChunkOffset(int64_t tile, int world_size) {
 constexpr int64_t CollectiveMessageIndex(int64_t count, int64_t tile, int shard, int64_t i,
                                          int world_size) {
   return shard * count + CollectiveChunkOffset(tile, world_size) + i;
+}
+
+// Byte offset, within its chunk, of the 16-byte atom that GPU thread
+// `thread` handles as atom row `row` of a shard of tile `tile` (the GPU
+// kernels' tile view, kernels/gpu/collective_kernels.cuh ChunkTiles: thread t
+// holds atom t of each of the shard's atom rows, as in the two-shot). Its
+// values are CollectiveMessageIndex(count, tile, shard, row * kAtomRowElems
+// + thread * kAtomElems + j, ws) - shard * count for j < kAtomElems; the atom
+// lies in the chunk while the offset is below count * 2.
+constexpr int64_t CollectiveAtomOffsetInChunk(int64_t tile, int row, int thread, int world_size) {
+  return (CollectiveChunkOffset(tile, world_size) + int64_t{row} * kAtomRowElems +
+          int64_t{thread} * kAtomElems) *
+         2;
 }
 
 }  // namespace qr::kernels

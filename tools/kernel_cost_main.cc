@@ -14,6 +14,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_report.h"
 #include "tools/kernel_cost.h"
+#include "tools/kernel_cost_collectives.h"
 #include "tools/kernel_cost_fused.h"
 #include "tools/kernel_cost_run.h"
 
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   // --fused first: tools/kernel_cost_fused.h.
   if (!args.empty() && args[0] == "--fused")
     return qr::cost::RunFusedMain({args.begin() + 1, args.end()});
+  // --reduce-scatter / --all-gather: tools/kernel_cost_collectives.h.
+  if (const auto rc = qr::cost::RunCollectiveModeIfNamed(args)) return *rc;
   const auto o = qr::cost::ParseCostArgs(args);
   if (!o.ok()) {
     std::fprintf(stderr, "qr-kernel-cost: %s\nRun with --help for the flags.\n",

@@ -97,8 +97,9 @@ Status LocalGroup::Launch(int rank, const LocalCall& call, const void* in, void*
   QR_ASSIGN_OR_RETURN(const std::vector<RankState>* states, States(call.timeout_ms));
   QR_RETURN_IF_ERROR(gpu::SetDevice(device(rank)));
   const Algorithm algorithm = call.one_shot ? Algorithm::kOneShot : Algorithm::kTwoShot;
-  return (*states)[rank].Launch({in, out, call.count, call.format, call.codec, algorithm},
-                                streams_[rank].get());
+  return (*states)[rank].Launch(
+      {in, out, call.count, call.format, call.codec, algorithm, call.collective},
+      streams_[rank].get());
 }
 
 Status LocalGroup::LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,

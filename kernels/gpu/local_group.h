@@ -31,6 +31,9 @@ struct LocalCall {
   size_t count = 0;             // elements per rank
   uint64_t timeout_ms = 10000;  // per wait inside the kernel; 0 = unbounded
   bool one_shot = false;        // AllReduceRequest::algorithm is kOneShot
+  // AllReduceRequest::collective: kAllReduce, kReduceScatter or kAllGather
+  // (count per rank; rank_state.h says what in and out hold).
+  Collective collective = Collective::kAllReduce;
 };
 
 class LocalGroup {
@@ -59,8 +62,9 @@ class LocalGroup {
   void* stream(int rank) const { return streams_[rank].get(); }
   size_t buffer_bytes() const;
 
-  // Enqueues one all-reduce for `rank` only (on its device and stream).
-  // in/out are that rank's device buffers.
+  // Enqueues one call (an all-reduce, reduce-scatter or all-gather) for
+  // `rank` only (on its device and stream). in/out are that rank's device
+  // buffers.
   [[nodiscard]] Status Launch(int rank, const LocalCall& call, const void* in, void* out);
   // Enqueues the call on every rank: ins[r]/outs[r] live on GPU device(r).
   [[nodiscard]] Status LaunchAll(const LocalCall& call, const std::vector<const void*>& ins,

@@ -5,10 +5,14 @@
 #include <hip/hip_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <utility>
 
 #include "common/status_macros.h"
+#include "kernels/collective_layout.h"
+#include "kernels/gpu/collective_kernels.cuh"
+#include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/gpu_status.h"
@@ -17,8 +21,10 @@ namespace qr::kernels {
 namespace {
 
 // One cached grid cap per kernel a rank can launch: the one-shot kernel of
-// each work format, then the two-shot kernel of each (format, codec).
-constexpr int kKernelSlots = kNumWorkFormats + kNumWorkFormats * kNumCodecs;
+// each work format, then the two-shot, reduce-scatter and all-gather kernels
+// of each (format, codec).
+constexpr int kPhaseKernelSlots = kNumWorkFormats * kNumCodecs;
+constexpr int kKernelSlots = kNumWorkFormats + 3 * kPhaseKernelSlots;
 
 Status ValidateConfig(const RankConfig& c) {
   QR_RETURN_IF_ERROR(ValidateWorldSize(c.world_size));
@@ -63,8 +69,40 @@ gpu::KernelParams ParamsTemplate(const RankConfig& c, const TwoShotLayout& l) {
 
 bool IsOneShot(const AllReduceRequest& r) { return r.algorithm == Algorithm::kOneShot; }
 
-// count == 0 passes: there is nothing to launch.
+// A reduce-scatter or all-gather (the phase kernels of collective_kernels.cuh).
+bool IsPhaseCollective(const AllReduceRequest& r) {
+  return r.collective == Collective::kReduceScatter || r.collective == Collective::kAllGather;
+}
+
+// The request as the kernels run it: a reduce-scatter or all-gather on the
+// phase kernel of CollectivePhaseKernel (always kTwoShot from here on); an
+// all-reduce as it is.
+AllReduceRequest KernelRequest(const AllReduceRequest& r) {
+  if (!IsPhaseCollective(r)) return r;
+  AllReduceRequest k = r;
+  const PhaseKernelChoice c = CollectivePhaseKernel(r.collective, r.format, r.codec, r.algorithm);
+  k.format = c.format;
+  k.codec = c.codec;
+  k.algorithm = Algorithm::kTwoShot;
+  return k;
+}
+
+// Tiles of a call: the message's for an all-reduce, CollectiveTiles of the
+// per-rank count for a reduce-scatter or all-gather.
+size_t TilesOf(const AllReduceRequest& r, int world_size) {
+  if (IsPhaseCollective(r)) {
+    return static_cast<size_t>(CollectiveTiles(static_cast<int64_t>(r.count), world_size));
+  }
+  return (r.count * 2 + kTileBytes - 1) / kTileBytes;
+}
+
+// Of a KernelRequest. count == 0 passes: there is nothing to launch.
 Status ValidateRequest(const AllReduceRequest& r, int world_size) {
+  if (r.collective != Collective::kAllReduce && !IsPhaseCollective(r)) {
+    return InvalidArgumentError(
+        "Launch runs all-reduce, reduce-scatter and all-gather requests (the fused collective "
+        "goes through LaunchResidualRmsNorm)");
+  }
   const size_t bytes = r.count * 2;
   const bool one_shot = IsOneShot(r);
   if (!one_shot && !CodecRunsAtWorldSize(r.codec, world_size)) {
@@ -80,13 +118,22 @@ Status ValidateRequest(const AllReduceRequest& r, int world_size) {
   }
   if (r.count == 0) return OkStatus();
   if (r.in == nullptr || r.out == nullptr) return InvalidArgumentError("null pointer argument");
-  const size_t tiles = (bytes + kTileBytes - 1) / kTileBytes;
-  if (tiles > static_cast<size_t>(INT32_MAX)) return InvalidArgumentError("message too large");
+  if (r.count > SIZE_MAX / 2 / kMaxWorldSize || TilesOf(r, world_size) > size_t{INT32_MAX}) {
+    return InvalidArgumentError("message too large");
+  }
   return OkStatus();
 }
 
-// nullptr for a format or codec outside the enums.
+// Of a KernelRequest; nullptr for a format or codec outside the enums.
 gpu::KernelFn KernelFor(const AllReduceRequest& r, int world_size) {
+  switch (r.collective) {
+    case Collective::kReduceScatter:
+      return gpu::ReduceScatterKernelFor(r.format, world_size, r.codec);
+    case Collective::kAllGather:
+      return gpu::AllGatherKernelFor(r.format, world_size, r.codec);
+    default:
+      break;
+  }
   return IsOneShot(r) ? gpu::OneShotKernelFor(r.format, world_size)
                       : gpu::TwoShotKernelFor(r.format, world_size, r.codec);
 }
@@ -95,7 +142,11 @@ gpu::KernelFn KernelFor(const AllReduceRequest& r, int world_size) {
 int KernelSlot(const AllReduceRequest& r) {
   const int format = static_cast<int>(r.format);
   if (IsOneShot(r)) return format;
-  return kNumWorkFormats + format * kNumCodecs + static_cast<int>(r.codec);
+  const int family = r.collective == Collective::kReduceScatter ? 1
+                     : r.collective == Collective::kAllGather   ? 2
+                                                                : 0;
+  return kNumWorkFormats + family * kPhaseKernelSlots + format * kNumCodecs +
+         static_cast<int>(r.codec);
 }
 
 int ThreadsFor(const AllReduceRequest& r) {
@@ -128,9 +179,14 @@ StatusOr<int> ResidentGridCap(const AllReduceRequest& r, gpu::KernelFn fn, int m
 
 // One-shot blocks own fixed rows (one_shot.cu), so its grid follows the
 // layout's blocks and cannot be cut to what is resident; a kernel that fits
-// the layout's blocks always is.
+// the layout's blocks always is. The phase kernels take a block per tile, at
+// most the cap, as the two-shot does.
 StatusOr<int> GridFor(const AllReduceRequest& r, size_t bytes, int cap, int max_blocks,
                       int world_size) {
+  if (IsPhaseCollective(r)) {
+    const size_t tiles = TilesOf(r, world_size);
+    return static_cast<int>(tiles < static_cast<size_t>(cap) ? tiles : cap);
+  }
   if (!IsOneShot(r)) return TwoShotGrid(bytes, cap);
   const int grid = gpu::OneShotGrid(bytes, max_blocks, world_size);
   if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
@@ -167,8 +223,9 @@ int RankState::world_size() const { return impl_->config.world_size; }
 int RankState::max_blocks() const { return impl_->config.max_blocks; }
 const TwoShotLayout& RankState::layout() const { return impl_->layout; }
 
-Status RankState::Launch(const AllReduceRequest& request, ::qr::gpu::Stream stream) const {
+Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream) const {
   const int ws = impl_->config.world_size;
+  const AllReduceRequest request = KernelRequest(asked);
   QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
   if (request.count == 0) return OkStatus();
   const gpu::KernelFn fn = KernelFor(request, ws);
@@ -184,7 +241,7 @@ Status RankState::Launch(const AllReduceRequest& request, ::qr::gpu::Stream stre
   p.in = static_cast<const char*>(request.in);
   p.out = static_cast<char*>(request.out);
   p.bytes = bytes;
-  p.num_tiles = static_cast<int>((bytes + kTileBytes - 1) / kTileBytes);
+  p.num_tiles = static_cast<int>(TilesOf(request, ws));
   QR_ASSIGN_OR_RETURN(const int grid, GridFor(request, bytes, cap, impl_->config.max_blocks, ws));
   hipLaunchKernelGGL(fn, dim3(grid), dim3(ThreadsFor(request)), 0, static_cast<hipStream_t>(stream),
                      p);

@@ -4,7 +4,8 @@
 // error words, the wait timeout, the grid cap), with the buffer layout and
 // the kernels' parameter template computed then. Each call hands over a small
 // AllReduceRequest; Launch validates it, fills in the call's buffers and size
-// and enqueues ONE kernel (one-shot or two-shot, kernels/gpu/two_shot.h) on
+// and enqueues ONE kernel (one-shot or two-shot, kernels/gpu/two_shot.h; a
+// reduce-scatter or all-gather, kernels/gpu/collective_kernels.cuh) on
 // the caller's stream, also inside stream capture. Every rank must issue the
 // same sequence of requests, as with any collective.
 //
@@ -59,6 +60,15 @@ struct AllReduceRequest {
   Codec codec = Codec::kFp;  // two-shot only; one-shot moves exact values
   // kOneShot needs count * 2 <= OneShotMaxBytes(world_size).
   Algorithm algorithm = Algorithm::kTwoShot;
+  // kAllReduce, or kReduceScatter / kAllGather with `count` per rank: a
+  // reduce-scatter's `in` holds world_size * count values and its `out`
+  // count (out == in + rank * count allowed), an all-gather's `in` count and
+  // its `out` world_size * count (in == out + rank * count allowed);
+  // kernels/collective_layout.h. Their `algorithm` is the policy's choice
+  // for the whole message; kOneShot runs the phase kernel with exact values
+  // (kernels/gpu/collective_request.h), with no size limit of its own.
+  // kAllReduceResidualRmsNorm goes through LaunchResidualRmsNorm.
+  Collective collective = Collective::kAllReduce;
 };
 
 class RankState {
@@ -79,8 +89,9 @@ class RankState {
 
   // Enqueues `request` on `stream`, which belongs to the current device (the
   // one the buffers were made on). kInvalidArgument for a bad request (odd
-  // size, null buffers, INT3 at world size != 2, a one-shot call too large,
-  // an unsupported format), checked before the GPU is touched; kInternal on
+  // size, null buffers, INT3 at world size != 2, a one-shot all-reduce too
+  // large, an unsupported format or collective), checked before the GPU is
+  // touched; kInternal on
   // a launch error. The first launch of each kernel asks the runtime how many
   // of its blocks stay resident (its grid cap), later ones reuse the answer.
   // Safe to call from several threads on distinct streams.

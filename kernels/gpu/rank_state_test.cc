@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/geometry.h"
+#include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/types.h"
 #include "tests/util/status_matchers.h"
@@ -118,6 +119,73 @@ TEST(RankStateTest, OneShotIgnoresTheCodec) {
   // Two-shot refuses INT3 at world size 4; one-shot moves exact values.
   EXPECT_OK(s.Launch(Request(0, Codec::kInt3, Algorithm::kOneShot), nullptr));
   EXPECT_THAT(s.Launch(Request(0, Codec::kInt3), nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+AllReduceRequest CollectiveRequest(Collective kind, size_t count, Codec codec,
+                                   Algorithm algorithm = Algorithm::kTwoShot) {
+  AllReduceRequest r = Request(count, codec, algorithm);
+  r.collective = kind;
+  return r;
+}
+
+TEST(RankStateTest, ReduceScatterAndAllGatherAreValidatedAsTheirPhaseKernel) {
+  ASSERT_OK_AND_ASSIGN(RankState s2, RankState::Create(Config(2)));
+  ASSERT_OK_AND_ASSIGN(RankState s4, RankState::Create(Config(4)));
+  for (Collective kind : {Collective::kReduceScatter, Collective::kAllGather}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    EXPECT_THAT(s4.Launch(CollectiveRequest(kind, 8, Codec::kInt3), nullptr),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("INT3 needs world size 2")));
+    // The policy's one-shot choice runs the FP phase kernel: INT3 is not
+    // asked for, and no one-shot size limit applies (a per-rank count
+    // larger than a one-shot source's share stops at the null buffers).
+    EXPECT_OK(s4.Launch(CollectiveRequest(kind, 0, Codec::kInt3, Algorithm::kOneShot), nullptr));
+    const size_t share = kOneShotRegionBytes / 2 / 2;
+    EXPECT_THAT(
+        s2.Launch(CollectiveRequest(kind, share + 8, Codec::kFp, Algorithm::kOneShot), nullptr),
+        StatusIs(StatusCode::kInvalidArgument, HasSubstr("null pointer")));
+    EXPECT_THAT(s2.Launch(CollectiveRequest(kind, 12, Codec::kInt4), nullptr),  // 24-byte shards
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
+    EXPECT_OK(s2.Launch(CollectiveRequest(kind, 0, Codec::kInt4), nullptr));
+  }
+  // The fused collective has a launch of its own.
+  EXPECT_THAT(
+      s2.Launch(CollectiveRequest(Collective::kAllReduceResidualRmsNorm, 8, Codec::kFp), nullptr),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("LaunchResidualRmsNorm")));
+}
+
+// The references' rules (ReduceScatterParamsFor, AllGatherParamsFor): a
+// one-shot choice moves exact values, an FP all-gather copies bits.
+TEST(CollectiveRequestTest, PhaseKernelFollowsTheReferencesParams) {
+  constexpr auto kRs = Collective::kReduceScatter;
+  constexpr auto kAg = Collective::kAllGather;
+  constexpr auto kTwo = Algorithm::kTwoShot;
+  constexpr auto kOne = Algorithm::kOneShot;
+  auto is = [](PhaseKernelChoice c, WorkFormat f, Codec k) {
+    return c.format == f && c.codec == k;
+  };
+  // Reduce-scatter two-shot: as asked, the cast included.
+  EXPECT_TRUE(is(CollectivePhaseKernel(kRs, WorkFormat::kBf16Cast, Codec::kInt4, kTwo),
+                 WorkFormat::kBf16Cast, Codec::kInt4));
+  EXPECT_TRUE(is(CollectivePhaseKernel(kRs, WorkFormat::kBf16Cast, Codec::kFp, kTwo),
+                 WorkFormat::kBf16Cast, Codec::kFp));
+  // Reduce-scatter one-shot: FP, the cast off.
+  EXPECT_TRUE(is(CollectivePhaseKernel(kRs, WorkFormat::kBf16Cast, Codec::kInt8, kOne),
+                 WorkFormat::kBf16, Codec::kFp));
+  EXPECT_TRUE(is(CollectivePhaseKernel(kRs, WorkFormat::kFp16, Codec::kInt3, kOne),
+                 WorkFormat::kFp16, Codec::kFp));
+  // All-gather: FP or one-shot copies bits (no cast); quantized as asked.
+  EXPECT_TRUE(is(CollectivePhaseKernel(kAg, WorkFormat::kBf16Cast, Codec::kFp, kTwo),
+                 WorkFormat::kBf16, Codec::kFp));
+  EXPECT_TRUE(is(CollectivePhaseKernel(kAg, WorkFormat::kBf16Cast, Codec::kInt6, kOne),
+                 WorkFormat::kBf16, Codec::kFp));
+  EXPECT_TRUE(is(CollectivePhaseKernel(kAg, WorkFormat::kBf16Cast, Codec::kInt6, kTwo),
+                 WorkFormat::kBf16Cast, Codec::kInt6));
+  EXPECT_TRUE(is(CollectivePhaseKernel(kAg, WorkFormat::kFp16, Codec::kInt4, kTwo),
+                 WorkFormat::kFp16, Codec::kInt4));
+  // The all-reduce is not this function's business.
+  EXPECT_TRUE(
+      is(CollectivePhaseKernel(Collective::kAllReduce, WorkFormat::kBf16Cast, Codec::kInt4, kOne),
+         WorkFormat::kBf16Cast, Codec::kInt4));
 }
 
 TEST(RankStateTest, MovedStateStillLaunches) {

@@ -1,6 +1,7 @@
 // Device side of the all-reduce kernels: the two-shot kernel's parameters,
-// waits and codec interface, shared with the one-shot kernel. Included by
-// two_shot.cu, one_shot.cu and rank_state.cu (the launches) only.
+// waits and codec interface, shared with the one-shot kernel and the
+// reduce-scatter / all-gather kernels (collective_kernels.cuh). Included by
+// the kernels' .cu files and rank_state.cu (the launches) only.
 //
 // Work decomposition. A block of kTwoShotThreads threads processes one tile
 // of kTileBytes per iteration; thread t holds atom i (16 bytes) at tile

@@ -50,8 +50,8 @@ BYPASS_PATHS = [
     ("vllm", "enable_sp", ("enable_sp", "enable_sequence_parallelism"),
      "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
      # The adapter runs them through quickreduce on the host backend only:
-     # GPU communicators refuse reduce-scatter / all-gather until their
-     # kernels exist (integrations/_rsag.py), so on GPUs this still bypasses.
+     # its GPU reduce-scatter / all-gather kernels have not run on hardware
+     # yet (integrations/_rsag.py), so on GPUs this still bypasses.
      None),
     ("vllm", "fuse_gemm_comms", ("fuse_gemm_comms", "enable_async_tp"),
      "async TP fuses the collectives into the GEMMs (torch symmetric memory)", None),

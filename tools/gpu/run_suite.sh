@@ -6,6 +6,12 @@
 #   GPUs, "codec local backend demo sanitizer" on one GPU (bench needs 2 GPUs
 #   and NCCL). "bench symm" adds PyTorch's symmetric-memory all-reduce beside
 #   qr-bench's rows (torch, a GPU per rank).
+#   "collectives" (not default): reduce-scatter and all-gather against the
+#   host references (tests/gpu:collectives_gpu_test, ranks sharing the
+#   GPUs); "collectives-backend" (not default): the same through the real
+#   stack (collectives_backend_test); "collectives-cost" (not default):
+#   qr-kernel-cost --reduce-scatter and --all-gather. On one GPU each fits
+#   one device call on its own.
 #   "fused" (not default): the fused all-reduce + residual + RMSNorm against
 #   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
 #   and fused_backend_test through the real stack); "fused-cost" (not
@@ -165,6 +171,28 @@ for p in $suite; do
       [[ -x .device/bin/fused_backend_test ]] && shared_gpu &&
         part fused-backend 240 ${shared[@]+"${shared[@]}"} .device/bin/fused_backend_test \
           --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+    collectives)
+      # Reduce-scatter and all-gather against the host references
+      # (docs/collectives.md), one process driving every rank at world sizes
+      # 2, 4 and 8: no MPS. QR_COLLECTIVES_FILTER narrows it (a gtest filter).
+      part collectives "$(lim 480 480)" .device/bin/collectives_gpu_test --gtest_brief=1 \
+        ${QR_COLLECTIVES_FILTER:+--gtest_filter=$QR_COLLECTIVES_FILTER} ;;
+    collectives-backend)
+      # The same through the real stack (processes, broker, graph replay, a
+      # killed rank): on one GPU its ranks share it under MPS.
+      [[ -x .device/bin/collectives_backend_test ]] && shared_gpu &&
+        part collectives-backend "$(lim 420 480)" ${shared[@]+"${shared[@]}"} \
+          .device/bin/collectives_backend_test --broker=.device/bin/qr-broker --gtest_brief=1 ;;
+    collectives-cost)
+      # qr-kernel-cost --reduce-scatter / --all-gather (tools/kernel_cost_collectives.h):
+      # each against the two-shot all-reduce of the same whole message, every
+      # rank on GPU 0, graph-captured, one process: without MPS (stopped if
+      # a part before started it); QR_COLLECTIVES_COST_ARGS adds flags.
+      suite_mps_stop
+      part rs-cost 240 .device/bin/qr-kernel-cost --reduce-scatter --csv "$out/rs-cost.csv" \
+        ${QR_COLLECTIVES_COST_ARGS:-}
+      part ag-cost 240 .device/bin/qr-kernel-cost --all-gather --csv "$out/ag-cost.csv" \
+        ${QR_COLLECTIVES_COST_ARGS:-} ;;
     fused-cost)
       # qr-kernel-cost --fused (tools/kernel_cost_fused.h): fused against the
       # all-reduce alone and the all-reduce + a separate RMSNorm kernel, every
@@ -303,7 +331,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local fused fused-cost backend demo sanitizer bench bench-modes symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost backend demo sanitizer bench bench-modes symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -49,7 +49,7 @@ exec "\$@"
 EOF
   # Each staged binary records its name, the flag and whether MPS was on.
   for b in packed_codec_gpu_test packed_cast_gpu_test peer_store_gpu_test two_shot_local_test \
-    gpu_backend_test one_visible_gpu_test qr-demo qr-bench qr-kernel-cost; do
+    collectives_gpu_test collectives_backend_test gpu_backend_test one_visible_gpu_test qr-demo qr-bench qr-kernel-cost; do
     cat >"$d/.device/bin/$b" <<EOF
 #!/usr/bin/env bash
 echo "$b shared=\${QR_ALLOW_SHARED_DEVICE:-unset} mps=\${CUDA_MPS_PIPE_DIRECTORY:+on} \$*" >>"$calls"
@@ -213,6 +213,26 @@ d="$tmp/codec"
 make_tree "$d" 1
 run "$d" QR_SUITE=codec || { cat "$d/suite.log"; fail "codec: suite failed"; }
 grep -q "^peer_store_gpu_test" "$d/calls.txt" || fail "codec: no peer_store_gpu_test"
+# 7b. The collectives parts on one GPU: the LocalGroup test without MPS, the
+# processes' test under MPS with the flag, then the two cost modes with
+# their CSVs and QR_COLLECTIVES_COST_ARGS, MPS stopped before them.
+d="$tmp/collectives"
+make_tree "$d" 1
+run "$d" QR_SUITE=collectives,collectives-backend,collectives-cost QR_COLLECTIVES_FILTER='*ws2*' \
+  QR_COLLECTIVES_COST_ARGS="--reps 3" || { cat "$d/suite.log"; fail "collectives: suite failed"; }
+c="$d/calls.txt"
+grep -qx "collectives_gpu_test shared=unset mps= --gtest_brief=1 --gtest_filter=\*ws2\*" "$c" ||
+  { cat "$c"; fail "collectives: the LocalGroup test not run alone with the filter"; }
+grep -qx "collectives_backend_test shared=1 mps=on --broker=.device/bin/qr-broker --gtest_brief=1" "$c" ||
+  { cat "$c"; fail "collectives: the backend test not run with the flag under MPS"; }
+grep -qx "qr-kernel-cost shared=unset mps= --reduce-scatter --csv $d/out/rs-cost.csv --reps 3" "$c" ||
+  { cat "$c"; fail "collectives-cost: no reduce-scatter run"; }
+grep -qx "qr-kernel-cost shared=unset mps= --all-gather --csv $d/out/ag-cost.csv --reps 3" "$c" ||
+  { cat "$c"; fail "collectives-cost: no all-gather run"; }
+no_mps_left "$d"
+for p in collectives collectives-backend rs-cost ag-cost; do
+  grep -q "^$p: rc=0" "$d/out/summary.txt" || fail "collectives: the summary lacks $p"
+done
 # 8. Parts by comma as by space; a name that is no part fails the suite.
 d="$tmp/names"
 make_tree "$d" 1

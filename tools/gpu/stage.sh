@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 targets=(
   //tests/gpu:two_shot_local_test
+  //tests/gpu:collectives_gpu_test
+  //tests/gpu:collectives_backend_test
   //tests/gpu:fused_gpu_test
   //tests/gpu:fused_backend_test
   //tests/gpu:packed_codec_gpu_test
@@ -24,6 +26,12 @@ targets=(
   //tools:qr-kernel-cost
   //tests/reliability:qr-reliability
 )
+# QR_STAGE_TARGETS replaces the list (space-separated labels), to stay under
+# the 64 MiB the device tool carries when only some parts will run, e.g.
+#   QR_STAGE_TARGETS="//tests/gpu:collectives_gpu_test //tests/gpu:collectives_backend_test
+#     //ipc/broker:qr-broker //tools:qr-kernel-cost"
+# shellcheck disable=SC2206
+[[ -n "${QR_STAGE_TARGETS:-}" ]] && targets=(${QR_STAGE_TARGETS})
 # QR_STAGE_BAZEL_FLAGS adds build flags, e.g. "--define qr_two_shot_sync=data_flag"
 # (INT4/INT8 with data as its own flag, kernels/gpu/two_shot.h).
 # shellcheck disable=SC2206

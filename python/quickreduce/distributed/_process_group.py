@@ -154,8 +154,9 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
 
     @staticmethod
     def _runs_collectives(comm):
-        # The GPU backend has no reduce-scatter/all-gather kernels yet
-        # (QR_UNSUPPORTED): GPU tensors take the delegate.
+        # On host communicators only until the GPU reduce-scatter /
+        # all-gather kernels have run on hardware (docs/collectives.md "GPU
+        # kernels"): GPU tensors take the delegate.
         return comm is not None and comm.device is None
 
     def _collective_comm(self, t):

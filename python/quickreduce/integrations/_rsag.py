@@ -35,11 +35,10 @@ from ._backend import backend_of
 
 
 def supported(b):
-    """Whether b's communicator runs reduce-scatter / all-gather: the host
-    backend does; a GPU communicator answers QR_UNSUPPORTED until the GPU
-    kernels exist (comm/collectives.cc BuildCollectiveCall,
-    docs/collectives.md), so there vLLM keeps its own and the warning keeps
-    naming enable_sp."""
+    """Whether the adapter serves b's reduce-scatter / all-gather: on host
+    communicators. GPU communicators run them too now, but their kernels have
+    not run on hardware yet (docs/collectives.md "GPU kernels"), so there
+    vLLM keeps its own and the warning keeps naming enable_sp."""
     return b is not None and b.comm is not None and b.comm.device is None and \
         not getattr(b, "rsag_unsupported", False)
 
