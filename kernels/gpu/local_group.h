@@ -70,6 +70,10 @@ class LocalGroup {
   // (RankState::LaunchResidualRmsNorm). Buffers on device(rank).
   [[nodiscard]] Status LaunchResidualRmsNorm(int rank, const LocalCall& call, const void* in,
                                              const ResidualRmsNormRequest& norm);
+  // Whether LaunchResidualRmsNorm runs `call` + `norm` as one kernel
+  // (RankState::FusedOneLaunch), the same on every rank.
+  [[nodiscard]] StatusOr<bool> FusedOneLaunch(const LocalCall& call,
+                                              const ResidualRmsNormRequest& norm);
   [[nodiscard]] Status Synchronize();
 
   // The group's abort word (host memory mapped into every GPU).

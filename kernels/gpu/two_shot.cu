@@ -5,6 +5,7 @@
 #include "kernels/gpu/codecs.cuh"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/launch.cuh"
 
 namespace qr::kernels {
 namespace gpu {
@@ -59,6 +60,9 @@ QR_DEVICE_INLINE bool WaitCredit(const uint32_t* word, uint32_t target, const Ke
 // where this block's last two-shot call needs one.
 template <Codec kCodec, int kWs>
 QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
+  // Before anything the previous kernel may touch (programmatic launch,
+  // kernels/platform/launch.cuh): the state words, the slots, the input.
+  platform::WaitForPriorKernels();
   constexpr bool kDataFlag = UsesDataFlags(kCodec);
   constexpr uint32_t kWord = CodecStateWord(kCodec);
   __shared__ uint32_t gave_up, last;
