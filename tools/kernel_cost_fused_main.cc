@@ -8,11 +8,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status_macros.h"
 #include "kernels/gpu/local_group.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
+#include "kernels/gpu/stand_in_gemm.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
 #include "tools/kernel_cost_fused.h"
@@ -24,7 +26,19 @@ using kernels::LocalCall;
 using kernels::LocalGroup;
 using kernels::ResidualRmsNormRequest;
 
-enum class Variant { kAllReduce, kUnfused, kFused };
+enum class Variant {
+  kAllReduce,
+  kUnfused,
+  kFused,
+  kFusedTwoLaunches,
+  kGemm,
+  kGemmFused,
+  kGemmFusedPdl
+};
+
+// The stand-in GEMM's blocks per rank: a wave of one GPU's multiprocessors
+// shared by the ranks (an H200 has 132).
+constexpr int kGemmBlocks = 132;
 
 class FusedRunner {
  public:
@@ -33,6 +47,11 @@ class FusedRunner {
   Status Init() {
     QR_RETURN_IF_ERROR(gpu::SetDevice(0));
     QR_ASSIGN_OR_RETURN(group_, LocalGroup::Create(o_.world_size, 0, /*gpus=*/1));
+    group_->SetProgrammaticLaunch(0);
+    // The unfused variant launches the epilogue right after an all-reduce
+    // whose peers have not launched yet: load it first
+    // (LoadResidualRmsNormEpilogue says why).
+    QR_RETURN_IF_ERROR(kernels::LoadResidualRmsNormEpilogue());
     const size_t max_tokens = o_.tokens.back();
     const size_t max_hidden = *std::max_element(o_.hiddens.begin(), o_.hiddens.end());
     const size_t bytes = max_tokens * max_hidden * 2;
@@ -57,15 +76,25 @@ class FusedRunner {
   FusedCostResult Time(const FusedCostCell& cell) {
     FusedCostResult r;
     r.cell = cell;
-    for (Variant v : {Variant::kAllReduce, Variant::kUnfused, Variant::kFused}) {
+    std::vector<std::pair<Variant, double*>> variants = {
+        {Variant::kAllReduce, &r.all_reduce_us},
+        {Variant::kUnfused, &r.unfused_us},
+        {Variant::kFused, &r.fused_us},
+        {Variant::kFusedTwoLaunches, &r.fused_two_launch_us}};
+    if (o_.gemm) {
+      variants.insert(variants.end(), {{Variant::kGemm, &r.gemm_us},
+                                       {Variant::kGemmFused, &r.gemm_fused_us},
+                                       {Variant::kGemmFusedPdl, &r.gemm_fused_pdl_us}});
+    }
+    for (const auto& [v, out] : variants) {
+      group_->SetProgrammaticLaunch(v == Variant::kGemmFusedPdl ? 1 : 0);
       StatusOr<double> us = TimeVariant(cell, v);
+      group_->SetProgrammaticLaunch(0);
       if (!us.ok()) {
         r.error = us.status().message();
         return r;
       }
-      (v == Variant::kAllReduce ? r.all_reduce_us
-       : v == Variant::kUnfused ? r.unfused_us
-                                : r.fused_us) = *us;
+      *out = *us;
     }
     return r;
   }
@@ -81,7 +110,9 @@ class FusedRunner {
                                       no_[r].get(),
                                       cell.tokens,
                                       cell.hidden,
-                                      1e-6f};
+                                      1e-6f,
+                                      /*one_launch=*/v != Variant::kFusedTwoLaunches};
+    const size_t bytes = cell.tokens * cell.hidden * 2;
     switch (v) {
       case Variant::kAllReduce:
         return group_->Launch(r, call, in_[r].get(), no_[r].get());
@@ -89,6 +120,15 @@ class FusedRunner {
         QR_RETURN_IF_ERROR(group_->Launch(r, call, in_[r].get(), no_[r].get()));
         return kernels::LaunchResidualRmsNormEpilogue(norm, group_->stream(r));
       case Variant::kFused:
+      case Variant::kFusedTwoLaunches:
+        return group_->LaunchResidualRmsNorm(r, call, in_[r].get(), norm);
+      case Variant::kGemm:
+        return kernels::LaunchStandInGemm(in_[r].get(), bytes, kGemmBlocks / o_.world_size,
+                                          o_.gemm_rounds, group_->stream(r));
+      case Variant::kGemmFused:
+      case Variant::kGemmFusedPdl:
+        QR_RETURN_IF_ERROR(kernels::LaunchStandInGemm(
+            in_[r].get(), bytes, kGemmBlocks / o_.world_size, o_.gemm_rounds, group_->stream(r)));
         return group_->LaunchResidualRmsNorm(r, call, in_[r].get(), norm);
     }
     return InternalError("unknown variant");

@@ -39,6 +39,16 @@ QR_DEVICE_INLINE void WaitForPriorKernels() {
 #endif
 }
 
+// Lets the kernel launched next on the stream with programmatic overlap start
+// its blocks once every block of this kernel has called this or ended (a
+// GEMM calls it before its epilogue). Nothing becomes visible early: the
+// dependent's WaitForPriorKernels still waits for this kernel's end.
+QR_DEVICE_INLINE void AllowDependentsToStart() {
+#if QR_PLATFORM_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // Whether the current device can launch with programmatic overlap (NVIDIA
 // compute capability 9.0 and later). Cached per device; false on AMD.
 inline bool ProgrammaticLaunchSupported() {
