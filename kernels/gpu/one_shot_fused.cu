@@ -31,8 +31,11 @@ constexpr int kLanes = kRmsNormLanes;
 static_assert(kLanes == kOneShotThreads, "thread t is lane t of the sum of squares");
 static_assert(kFusedSlotRowAtoms == kOneShotThreads, "a slot row is the one-shot kernel's row");
 
+// Two blocks per multiprocessor at least (at most 128 registers a thread):
+// ranks sharing a GPU size their grids for that many (max_blocks_shared.h).
 template <WorkFormat kElem, int kWs>
-__global__ void __launch_bounds__(kOneShotThreads) FusedOneShotKernel(FusedOneShotParams fp) {
+__global__ void __launch_bounds__(kOneShotThreads, kTwoShotFpBlocksPerSm)
+    FusedOneShotKernel(FusedOneShotParams fp) {
   // Before anything the previous kernel may touch (the counts, the slots).
   platform::WaitForPriorKernels();
   const KernelParams& p = fp.base;
