@@ -19,7 +19,9 @@
 // phase. Thread 0 reads the count and stores count + 1 at once: nothing else
 // in this kernel reads the word (the block uses the shared copy), and the
 // next kernel on the stream starts after this one ended (graph replays
-// too). No end-of-kernel atomic, no last block. A kernel that gives up sets
+// too; launched with programmatic overlap, it waits for that end before its
+// first read, platform::WaitForPriorKernels). No end-of-kernel atomic, no
+// last block. A kernel that gives up sets
 // the rank's sticky error word, and every later call returns before it
 // reads a count, so a count advanced by a failed call is never used.
 //
