@@ -202,11 +202,11 @@ int RunFusedSweep(const std::vector<std::string>& args, const char* tool, bool o
   const auto o = ParseFusedCostArgs(args);
   if (!o.ok()) {
     std::fprintf(stderr, "%s: %s\n%s", tool, o.status().message().c_str(),
-                 FusedCostUsage().c_str());
+                 FusedCostUsage(tool, one_gpu).c_str());
     return 2;
   }
   if (o->help) {
-    std::fputs(FusedCostUsage().c_str(), stdout);
+    std::fputs(FusedCostUsage(tool, one_gpu).c_str(), stdout);
     return 0;
   }
   FusedRunner runner(*o, one_gpu);

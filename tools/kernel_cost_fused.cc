@@ -60,13 +60,15 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
   return o;
 }
 
-std::string FusedCostUsage() {
-  return "qr-kernel-cost --fused [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
+std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
+  return tool +
+         " [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
          "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100]\n"
          "    [--gemm-rounds 4096] [--no-gemm] [--csv PATH]\n"
          "  The fused all-reduce + residual + RMSNorm against the same all-reduce alone and\n"
-         "  followed by a separate RMSNorm kernel, as one launch and two, every rank on\n"
-         "  GPU 0, graph-captured; then after a stand-in GEMM, with and without\n"
+         "  followed by a separate RMSNorm kernel, as one launch and two, " +
+         (one_gpu ? "every rank on\n  GPU 0" : "one GPU per\n  rank") +
+         ", graph-captured; then after a stand-in GEMM, with and without\n"
          "  programmatic dependent launch.\n";
 }
 

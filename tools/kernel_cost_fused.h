@@ -51,7 +51,8 @@ struct FusedCostOptions {
 // --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --csv.
 // kInvalidArgument naming the flag.
 [[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);
-std::string FusedCostUsage();
+// The --help text of `tool` ("qr-kernel-cost --fused", "qr-bench --fused").
+std::string FusedCostUsage(const std::string& tool = "qr-kernel-cost --fused", bool one_gpu = true);
 
 struct FusedCostCell {
   size_t tokens = 0;

@@ -49,6 +49,14 @@ TEST(KernelCostFusedTest, FlagsAreParsedAndCellsOrdered) {
                                     : Algorithm::kTwoShot);
 }
 
+TEST(KernelCostFusedTest, UsageNamesTheToolAndThePlacement) {
+  EXPECT_EQ(FusedCostUsage().rfind("qr-kernel-cost --fused [--tokens", 0), 0u);
+  EXPECT_NE(FusedCostUsage().find("every rank on\n  GPU 0"), std::string::npos);
+  const std::string bench = FusedCostUsage("qr-bench --fused", false);
+  EXPECT_EQ(bench.rfind("qr-bench --fused [--tokens", 0), 0u);
+  EXPECT_NE(bench.find("one GPU per\n  rank"), std::string::npos);
+}
+
 TEST(KernelCostFusedTest, BadFlagsAreRefused) {
   const auto invalid = StatusIs(StatusCode::kInvalidArgument);
   EXPECT_THAT(ParseFusedCostArgs({"--hiddens", "100"}).status(), invalid);
