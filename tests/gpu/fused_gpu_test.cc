@@ -8,7 +8,8 @@
 // as one kernel (kernels/gpu/one_shot_fused.cu) where their rows fit and as
 // the all-reduce plus the epilogue kernel, and fused calls interleaved with
 // plain one-shot all-reduces (they share the one-shot region and its
-// per-area counts). Every rank's residual_out and norm_out must equal the
+// per-area counts), and some of each with programmatic dependent launch.
+// Every rank's residual_out and norm_out must equal the
 // host reference (kernels/rmsnorm_reference.h) bit for bit.
 #include <gtest/gtest.h>
 
@@ -242,6 +243,31 @@ TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
     }
   }
   EXPECT_GT(one_launch_calls_, 0);
+}
+
+// Every kernel launched with programmatic overlap of the previous one
+// (kernels/platform/launch.cuh; plain launches where the GPU lacks it):
+// the same bits, one launch and two, one-shot and two-shot, and plain
+// one-shot calls in between.
+TEST_P(FusedGpuTest, ProgrammaticLaunchKeepsTheBits) {
+  group_->SetProgrammaticLaunch(1);
+  const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(group_->world_size()));
+  const size_t shapes[][2] = {{1, 4096}, {16, 2056}, {64, 4096}};
+  uint64_t seed = 2000;
+  for (const auto& shape : shapes) {
+    if (shape[0] * shape[1] <= one_shot_max) {
+      RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], 0, seed++);
+      if (HasFatalFailure()) return;
+      RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], 1, seed++,
+                  /*one_launch=*/false);
+      if (HasFatalFailure()) return;
+      RunPlainOneShot(shape[0] * shape[1], seed++);
+      if (HasFatalFailure()) return;
+    }
+    RunAndCheck(Codec::kFp, /*one_shot=*/false, shape[0], shape[1], 2, seed++);
+    if (HasFatalFailure()) return;
+  }
+  group_->SetProgrammaticLaunch(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, FusedGpuTest,
