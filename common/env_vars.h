@@ -114,6 +114,13 @@ inline constexpr EnvVar kEnvAllowSharedDevice = EnvBoolVar(
     "one GPU (grids capped so all their blocks are resident together; kernel logic, not speed); "
     "without it the same GPU twice in a group is `QR_ALREADY_EXISTS`; see `docs/gpu-testing.md`");
 
+inline constexpr EnvVar kEnvProgrammaticLaunch = EnvBoolVar(
+    "QR_PROGRAMMATIC_LAUNCH", "", 0, "`0`",
+    "`1` launches the GPU kernels with programmatic dependent launch where the GPU has it "
+    "(NVIDIA Hopper and later; elsewhere plain launches): a kernel's start-up overlaps the end of "
+    "the previous kernel on the stream (a GEMM, in a model); off until measured, see "
+    "`docs/fused.md`");
+
 // Read by the Python package (python/quickreduce), not by the C++ code: declared
 // here so that README.md's table lists them too, and //python:py_env_declared
 // fails when the package reads a QR_ variable this table lacks. The package
@@ -176,6 +183,7 @@ inline constexpr const EnvVar* kEnvVars[] = {
     &kEnvJoinTimeoutMs,
     &kEnvOpTimeoutMs,
     &kEnvAllowSharedDevice,
+    &kEnvProgrammaticLaunch,
     &kEnvLibrary,
     &kEnvQrctlBin,
     &kEnvVllm,

@@ -44,8 +44,14 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
   tools::AddParsedOption<int>(
       app, "--iters", o.iters, [](const std::string& t) { return tools::ParseIntIn(t, 1, 10000); },
       "100");
+  tools::AddParsedOption<int>(
+      app, "--gemm-rounds", o.gemm_rounds,
+      [](const std::string& t) { return tools::ParseIntIn(t, 1, 1 << 24); }, "4096");
+  bool no_gemm = false;
+  app.add_flag("--no-gemm", no_gemm, "skip the variants with a stand-in GEMM before the call");
   app.add_option("--csv", o.csv_path, "CSV output path");
   QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &o.help));
+  o.gemm = !no_gemm;
   if (o.tokens.empty()) o.tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   if (o.hiddens.empty()) o.hiddens = {4096, 8192};
   if (o.dtypes.empty()) o.dtypes = {bench::BenchDType::kFp16, bench::BenchDType::kBf16};
@@ -54,11 +60,16 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
   return o;
 }
 
-std::string FusedCostUsage() {
-  return "qr-kernel-cost --fused [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
-         "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100] [--csv PATH]\n"
+std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
+  return tool +
+         " [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
+         "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100]\n"
+         "    [--gemm-rounds 4096] [--no-gemm] [--csv PATH]\n"
          "  The fused all-reduce + residual + RMSNorm against the same all-reduce alone and\n"
-         "  followed by a separate RMSNorm kernel, every rank on GPU 0, graph-captured.\n";
+         "  followed by a separate RMSNorm kernel, as one launch and two, " +
+         (one_gpu ? "every rank on\n  GPU 0" : "one GPU per\n  rank") +
+         ", graph-captured; then after a stand-in GEMM, with and without\n"
+         "  programmatic dependent launch.\n";
 }
 
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
@@ -76,34 +87,40 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
 }
 
 std::string FusedTableHeader() {
-  return "tokens hidden dtype algorithm   all-reduce_us unfused_us fused_us fused/unfused "
-         "fused-allreduce_us\n";
+  return "tokens hidden dtype algorithm   all-reduce_us unfused_us fused_us fused2_us "
+         "fused/unfused fused-allreduce_us   gemm_us gemm+fused_us gemm+pdl_us pdl_gain_us\n";
 }
 
 std::string FusedTableLine(const FusedCostResult& r) {
-  char line[256];
+  char line[320];
   if (!r.error.empty()) {
     std::snprintf(line, sizeof(line), "%6zu %6zu %-5s %-9s   FAILED: %s\n", r.cell.tokens,
                   r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
                   AlgorithmName(r.cell.algorithm), r.error.c_str());
     return line;
   }
-  std::snprintf(line, sizeof(line), "%6zu %6zu %-5s %-9s   %13.2f %10.2f %8.2f %13.3f %18.2f\n",
+  std::snprintf(line, sizeof(line),
+                "%6zu %6zu %-5s %-9s   %13.2f %10.2f %8.2f %9.2f %13.3f %18.2f   %7.2f %13.2f "
+                "%11.2f %11.2f\n",
                 r.cell.tokens, r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
                 AlgorithmName(r.cell.algorithm), r.all_reduce_us, r.unfused_us, r.fused_us,
-                r.unfused_us > 0 ? r.fused_us / r.unfused_us : 0.0, r.fused_us - r.all_reduce_us);
+                r.fused_two_launch_us, r.unfused_us > 0 ? r.fused_us / r.unfused_us : 0.0,
+                r.fused_us - r.all_reduce_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us,
+                r.gemm_fused_us - r.gemm_fused_pdl_us);
   return line;
 }
 
 std::string FusedCsvHeader() {
-  return "tokens,hidden,dtype,algorithm,all_reduce_us,unfused_us,fused_us,error\n";
+  return "tokens,hidden,dtype,algorithm,all_reduce_us,unfused_us,fused_us,fused_two_launch_us,"
+         "gemm_us,gemm_fused_us,gemm_fused_pdl_us,error\n";
 }
 
 std::string FusedCsvLine(const FusedCostResult& r) {
-  char line[256];
-  std::snprintf(line, sizeof(line), "%zu,%zu,%s,%s,%.3f,%.3f,%.3f,", r.cell.tokens, r.cell.hidden,
-                bench::BenchDTypeName(r.cell.dtype), AlgorithmName(r.cell.algorithm),
-                r.all_reduce_us, r.unfused_us, r.fused_us);
+  char line[320];
+  std::snprintf(line, sizeof(line), "%zu,%zu,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,",
+                r.cell.tokens, r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
+                AlgorithmName(r.cell.algorithm), r.all_reduce_us, r.unfused_us, r.fused_us,
+                r.fused_two_launch_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us);
   std::string error = r.error;
   std::replace(error.begin(), error.end(), ',', ';');
   return line + error + "\n";

@@ -1,15 +1,23 @@
 // qr-kernel-cost --fused: the fused all-reduce + residual add + RMSNorm
 // (docs/fused.md) on ONE GPU, every rank of a LocalGroup on GPU 0 as the
 // other modes run them, graph-captured (`iters` calls per rank in one graph,
-// replayed): per (tokens, hidden, dtype) cell three timings of the same
+// replayed): per (tokens, hidden, dtype) cell these timings of the same
 // all-reduce,
 //   all-reduce  the all-reduce alone (RankState::Launch);
 //   unfused     the all-reduce, then a separate RMSNorm kernel launch
 //               (LaunchResidualRmsNormEpilogue), as a caller would pair them;
-//   fused       the fused request (RankState::LaunchResidualRmsNorm),
+//   fused       the fused request (RankState::LaunchResidualRmsNorm): one
+//               kernel where the one-shot rows fit, else two;
+//   fused2      the fused request forced to two launches (one_launch off);
 // and fused / unfused and fused - all-reduce (issue 28's goals: at most 0.75
-// and at most 1 us). The algorithm is one-shot where the message fits the
-// one-shot region, else two-shot FP.
+// and at most 1 us); then, with a stand-in GEMM before every call
+// (kernels/gpu/stand_in_gemm.h),
+//   gemm        the GEMM alone;
+//   gemm+fused  the GEMM, then the fused request, plain launches;
+//   gemm+pdl    the same with programmatic dependent launch (Hopper+;
+//               elsewhere the same launches as gemm+fused),
+// and pdl gain = gemm+fused - gemm+pdl. The algorithm is one-shot where the
+// message fits the one-shot region, else two-shot FP.
 //
 // This file is the host-side logic (flags, cells, outputs), tested in CI;
 // kernel_cost_fused_main.cc drives the GPU.
@@ -31,16 +39,20 @@ struct FusedCostOptions {
   std::vector<size_t> hiddens;            // default 4096,8192; multiples of 8
   std::vector<bench::BenchDType> dtypes;  // default fp16,bf16
   int world_size = 2;
-  int reps = 7;     // timed repetitions per cell (median reported)
-  int iters = 100;  // calls per repetition (one graph)
+  int reps = 7;            // timed repetitions per cell (median reported)
+  int iters = 100;         // calls per repetition (one graph)
+  int gemm_rounds = 4096;  // the stand-in GEMM's multiply-adds per thread
+  bool gemm = true;        // time the variants with the stand-in GEMM
   std::string csv_path;
   bool help = false;
 };
 
 // The arguments after "--fused": --tokens, --hiddens, --dtypes (fp16,bf16),
-// --world-size, --reps, --iters, --csv. kInvalidArgument naming the flag.
+// --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --csv.
+// kInvalidArgument naming the flag.
 [[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);
-std::string FusedCostUsage();
+// The --help text of `tool` ("qr-kernel-cost --fused", "qr-bench --fused").
+std::string FusedCostUsage(const std::string& tool = "qr-kernel-cost --fused", bool one_gpu = true);
 
 struct FusedCostCell {
   size_t tokens = 0;
@@ -54,7 +66,10 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o);
 struct FusedCostResult {
   FusedCostCell cell;
   double all_reduce_us = 0, unfused_us = 0, fused_us = 0;  // medians per call
-  std::string error;                                       // non-empty: the cell failed
+  double fused_two_launch_us = 0;
+  // With the stand-in GEMM before each call (0 when not timed).
+  double gemm_us = 0, gemm_fused_us = 0, gemm_fused_pdl_us = 0;
+  std::string error;  // non-empty: the cell failed
 };
 
 std::string FusedTableHeader();

@@ -20,19 +20,23 @@ TEST(KernelCostFusedTest, DefaultsCoverTheIssuesGrid) {
   EXPECT_EQ(o->hiddens, (std::vector<size_t>{4096, 8192}));
   EXPECT_EQ(o->dtypes.size(), 2u);
   EXPECT_EQ(o->world_size, 2);
+  EXPECT_TRUE(o->gemm);
+  EXPECT_EQ(o->gemm_rounds, 4096);
   EXPECT_EQ(PlanFusedCells(*o).size(), 9u * 2 * 2);
 }
 
 TEST(KernelCostFusedTest, FlagsAreParsedAndCellsOrdered) {
-  auto o =
-      ParseFusedCostArgs({"--tokens", "256,1,16,1", "--hiddens", "8192", "--dtypes", "bf16",
-                          "--world-size", "8", "--reps", "3", "--iters", "20", "--csv", "x.csv"});
+  auto o = ParseFusedCostArgs({"--tokens", "256,1,16,1", "--hiddens", "8192", "--dtypes", "bf16",
+                               "--world-size", "8", "--reps", "3", "--iters", "20", "--csv",
+                               "x.csv", "--gemm-rounds", "100", "--no-gemm"});
   ASSERT_OK(o.status());
   EXPECT_EQ(o->tokens, (std::vector<size_t>{1, 16, 256}));
   EXPECT_EQ(o->world_size, 8);
   EXPECT_EQ(o->reps, 3);
   EXPECT_EQ(o->iters, 20);
   EXPECT_EQ(o->csv_path, "x.csv");
+  EXPECT_EQ(o->gemm_rounds, 100);
+  EXPECT_FALSE(o->gemm);
   const auto cells = PlanFusedCells(*o);
   ASSERT_EQ(cells.size(), 3u);
   EXPECT_EQ(cells[0].tokens, 1u);
@@ -45,6 +49,14 @@ TEST(KernelCostFusedTest, FlagsAreParsedAndCellsOrdered) {
                                     : Algorithm::kTwoShot);
 }
 
+TEST(KernelCostFusedTest, UsageNamesTheToolAndThePlacement) {
+  EXPECT_EQ(FusedCostUsage().rfind("qr-kernel-cost --fused [--tokens", 0), 0u);
+  EXPECT_NE(FusedCostUsage().find("every rank on\n  GPU 0"), std::string::npos);
+  const std::string bench = FusedCostUsage("qr-bench --fused", false);
+  EXPECT_EQ(bench.rfind("qr-bench --fused [--tokens", 0), 0u);
+  EXPECT_NE(bench.find("one GPU per\n  rank"), std::string::npos);
+}
+
 TEST(KernelCostFusedTest, BadFlagsAreRefused) {
   const auto invalid = StatusIs(StatusCode::kInvalidArgument);
   EXPECT_THAT(ParseFusedCostArgs({"--hiddens", "100"}).status(), invalid);
@@ -52,6 +64,7 @@ TEST(KernelCostFusedTest, BadFlagsAreRefused) {
   EXPECT_THAT(ParseFusedCostArgs({"--dtypes", "bf16cast"}).status(), invalid);
   EXPECT_THAT(ParseFusedCostArgs({"--world-size", "3"}).status(), invalid);
   EXPECT_THAT(ParseFusedCostArgs({"--bogus"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--gemm-rounds", "0"}).status(), invalid);
 }
 
 TEST(KernelCostFusedTest, OutputsCarryTheRatioAndTheDifference) {
@@ -60,12 +73,19 @@ TEST(KernelCostFusedTest, OutputsCarryTheRatioAndTheDifference) {
   r.all_reduce_us = 10;
   r.unfused_us = 16;
   r.fused_us = 12;
+  r.fused_two_launch_us = 15;
+  r.gemm_us = 20;
+  r.gemm_fused_us = 33;
+  r.gemm_fused_pdl_us = 29.5;
   const std::string line = FusedTableLine(r);
   EXPECT_NE(line.find("0.750"), std::string::npos) << line;
-  EXPECT_NE(line.find("2.00"), std::string::npos) << line;
-  EXPECT_EQ(FusedCsvLine(r), "8,4096,fp16,one-shot,10.000,16.000,12.000,\n");
+  EXPECT_NE(line.find(" 2.00"), std::string::npos) << line;
+  EXPECT_NE(line.find(" 3.50"), std::string::npos) << line;  // the PDL gain
+  EXPECT_EQ(FusedCsvLine(r),
+            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,20.000,33.000,29.500,\n");
   r.error = "a, b";
-  EXPECT_EQ(FusedCsvLine(r), "8,4096,fp16,one-shot,10.000,16.000,12.000,a; b\n");
+  EXPECT_EQ(FusedCsvLine(r),
+            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,20.000,33.000,29.500,a; b\n");
   EXPECT_NE(FusedTableLine(r).find("FAILED: a, b"), std::string::npos);
 }
 

@@ -11,6 +11,12 @@
 // memory (bench_torch.h). NCCL (or RCCL) is dlopened, so the binary builds and
 // runs without it. Method and outputs: docs/performance.md "How to run".
 //
+// `qr-bench --fused [...]` times the fused all-reduce + residual + RMSNorm
+// instead (docs/fused.md): per (tokens, hidden, dtype) the all-reduce alone,
+// the all-reduce plus a separate RMSNorm kernel and the fused request, in
+// the same run, one GPU per rank (tools/bench_fused.h; the flags are
+// qr-kernel-cost --fused's, tools/kernel_cost_fused.h).
+//
 // In parts: flags (bench_options.h, checked before any GPU work), the plan
 // and the sweep's failure rules (bench_plan.h), the run (bench_runner.h) with
 // its GPU plumbing (bench_gpu.h), NCCL loader (bench_nccl.h) and link
@@ -19,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench_fused.h"
 #include "tools/bench_launch.h"
 #include "tools/bench_options.h"
 #include "tools/bench_runner.h"
@@ -26,6 +33,10 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--fused") {
+    return qr::cost::RunFusedSweep({args.begin() + 1, args.end()}, "qr-bench --fused",
+                                   /*one_gpu=*/false);
+  }
   const auto o = qr::bench::ParseBenchArgs(args);
   if (!o.ok()) {
     std::fprintf(stderr, "qr-bench: %s\nRun with --help for the flags.\n",

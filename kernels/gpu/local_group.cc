@@ -87,6 +87,7 @@ StatusOr<const std::vector<RankState>*> LocalGroup::States(uint64_t timeout_ms) 
     c.error_word = static_cast<uint32_t*>(errors_[rank].device());
     c.timeout_ticks = timeout_ms * ticks_per_ms_;
     c.ticks_per_ms = static_cast<int64_t>(ticks_per_ms_);
+    c.programmatic_launch = programmatic_launch_;
     QR_ASSIGN_OR_RETURN(RankState s, RankState::Create(c));
     states.push_back(std::move(s));
   }
@@ -114,6 +115,11 @@ Status LocalGroup::Synchronize() {
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams_[r].get()));
   }
   return OkStatus();
+}
+
+void LocalGroup::SetProgrammaticLaunch(int mode) {
+  programmatic_launch_ = mode;
+  states_.clear();
 }
 
 void LocalGroup::RaiseAbort() {

@@ -74,7 +74,17 @@ class LocalGroup {
   // (RankState::LaunchResidualRmsNorm). Buffers on device(rank).
   [[nodiscard]] Status LaunchResidualRmsNorm(int rank, const LocalCall& call, const void* in,
                                              const ResidualRmsNormRequest& norm);
+  // Whether LaunchResidualRmsNorm runs `call` + `norm` as one kernel
+  // (RankState::FusedOneLaunch), the same on every rank.
+  [[nodiscard]] StatusOr<bool> FusedOneLaunch(const LocalCall& call,
+                                              const ResidualRmsNormRequest& norm);
   [[nodiscard]] Status Synchronize();
+
+  // Programmatic dependent launch for the launches after this call
+  // (RankConfig::programmatic_launch: 1 on, 0 off, -1 QR_PROGRAMMATIC_LAUNCH,
+  // the default). Call with nothing in flight; the kernels' state words are
+  // kept, only the per-rank launch state is rebuilt.
+  void SetProgrammaticLaunch(int mode);
 
   // The group's abort word (host memory mapped into every GPU).
   void RaiseAbort();
@@ -90,6 +100,7 @@ class LocalGroup {
   int world_size_ = 0;
   int gpus_ = 0;
   int max_blocks_ = 0;
+  int programmatic_launch_ = -1;
   uint64_t ticks_per_ms_ = 0;
   std::vector<gpu::DeviceBuffer> buffers_;  // rank r's receive buffer, on device(r)
   std::vector<gpu::DeviceBuffer> state_words_;

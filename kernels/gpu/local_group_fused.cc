@@ -15,4 +15,12 @@ Status LocalGroup::LaunchResidualRmsNorm(int rank, const LocalCall& call, const 
       streams_[rank].get());
 }
 
+StatusOr<bool> LocalGroup::FusedOneLaunch(const LocalCall& call,
+                                          const ResidualRmsNormRequest& norm) {
+  QR_ASSIGN_OR_RETURN(const std::vector<RankState>* states, States(call.timeout_ms));
+  const Algorithm algorithm = call.one_shot ? Algorithm::kOneShot : Algorithm::kTwoShot;
+  return (*states)[0].FusedOneLaunch(
+      {nullptr, norm.norm_out, call.count, call.format, call.codec, algorithm}, norm);
+}
+
 }  // namespace qr::kernels

@@ -19,7 +19,9 @@
 // phase. Thread 0 reads the count and stores count + 1 at once: nothing else
 // in this kernel reads the word (the block uses the shared copy), and the
 // next kernel on the stream starts after this one ended (graph replays
-// too). No end-of-kernel atomic, no last block. A kernel that gives up sets
+// too; launched with programmatic overlap, it waits for that end before its
+// first read, platform::WaitForPriorKernels). No end-of-kernel atomic, no
+// last block. A kernel that gives up sets
 // the rank's sticky error word, and every later call returns before it
 // reads a count, so a count advanced by a failed call is never used.
 //
@@ -39,58 +41,13 @@
 // the layout's blocks, resident at once as the two-shot grids are.
 #include <hip/hip_runtime.h>
 
+#include "kernels/gpu/one_shot_device.cuh"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/launch.cuh"
 
 namespace qr::kernels::gpu {
 namespace {
-
-// All 8 lanes non-zero: every 16-bit value of the atom has landed (a torn
-// 16-byte store shows zero lanes and is polled again).
-QR_DEVICE_INLINE bool Arrived(const Vec16& v) {
-  bool ok = true;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) ok = ok && (v.w[i] & 0xFFFFu) != 0 && (v.w[i] >> 16) != 0;
-  return ok;
-}
-
-// Input bits -> wire form: 0xFFFF becomes 0xFFFE (both NaN), then NOT.
-QR_DEVICE_INLINE Vec16 ToWire(const Vec16& v) {
-  Vec16 r;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t w = v.w[i];
-    if ((w & 0xFFFFu) == 0xFFFFu) w ^= 0x1u;
-    if ((w >> 16) == 0xFFFFu) w ^= 0x10000u;
-    r.w[i] = ~w;
-  }
-  return r;
-}
-
-QR_DEVICE_INLINE Vec16 FromWire(const Vec16& v) {
-  return Vec16{{~v.w[0], ~v.w[1], ~v.w[2], ~v.w[3]}};
-}
-
-// Polls flat out this many times before pausing between polls: an on-time
-// peer's atom is about a microsecond (one NVLink hop) away, and a pause in
-// that window only delays noticing it; longer waits pause as before.
-inline constexpr uint32_t kOneShotSpinPolls = 32;
-
-// Polls *src until the atom arrived. False when the wait gives up. The
-// timing variants that skip waits take whatever is there (wrong results), so
-// that one rank's kernel can be timed alone (tools/kernel_cost.h).
-QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) {
-  v = platform::LoadShared16(src);
-  if (kVariantSkipsWaits || Arrived(v)) return true;
-  const uint64_t start = platform::WallClock();
-  uint32_t spins = 0;
-  for (;;) {
-    v = platform::LoadShared16(src);
-    if (Arrived(v)) return true;
-    if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
-    if (spins > kOneShotSpinPolls) platform::PollPause();
-  }
-}
 
 // Grids larger than this gate their polling (below). A single block (4 KiB
 // and below) polls at once: there the barrier costs more than the polling.
@@ -118,6 +75,9 @@ QR_DEVICE_INLINE size_t LastAtomOfBlock(size_t atoms, size_t stride) {
 
 template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
+  // Before anything the previous kernel may touch (programmatic launch,
+  // kernels/platform/launch.cuh): the counts, the slots, the input.
+  platform::WaitForPriorKernels();
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   const size_t atoms = p.bytes / 16;

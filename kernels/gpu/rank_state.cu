@@ -9,22 +9,21 @@
 #include <string>
 #include <utility>
 
+#include "common/env_vars.h"
 #include "common/status_macros.h"
 #include "kernels/collective_layout.h"
 #include "kernels/gpu/collective_kernels.cuh"
 #include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/rank_state.h"
+#include "kernels/gpu/rank_state_impl.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/gpu_status.h"
+#include "kernels/platform/launch.cuh"
 
 namespace qr::kernels {
 namespace {
 
-// One cached grid cap per kernel a rank can launch: the one-shot kernel of
-// each work format, then the two-shot, reduce-scatter and all-gather kernels
-// of each (format, codec).
 constexpr int kPhaseKernelSlots = kNumWorkFormats * kNumCodecs;
-constexpr int kKernelSlots = kNumWorkFormats + 3 * kPhaseKernelSlots;
 
 Status ValidateConfig(const RankConfig& c) {
   QR_RETURN_IF_ERROR(ValidateWorldSize(c.world_size));
@@ -195,14 +194,9 @@ StatusOr<int> GridFor(const AllReduceRequest& r, size_t bytes, int cap, int max_
 
 }  // namespace
 
-struct RankState::Impl {
-  RankConfig config;
-  TwoShotLayout layout;
-  gpu::KernelParams params;  // the template every launch copies
-  // ResidentGridCap per KernelSlot, 0 until the first launch of that kernel.
-  // Racing first launches compute the same value.
-  mutable std::atomic<int> grid_cap[kKernelSlots] = {};
-};
+Status ValidateAllReduceRequest(const AllReduceRequest& r, int world_size) {
+  return ValidateRequest(r, world_size);
+}
 
 RankState::RankState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RankState::RankState(RankState&&) noexcept = default;
@@ -215,6 +209,11 @@ StatusOr<RankState> RankState::Create(const RankConfig& config) {
   impl->config = config;
   impl->layout = MakeTwoShotLayout(config.max_blocks);
   impl->params = ParamsTemplate(config, impl->layout);
+  if (config.programmatic_launch < 0) {
+    QR_ASSIGN_OR_RETURN(impl->overlap, kEnvProgrammaticLaunch.Bool());
+  } else {
+    impl->overlap = config.programmatic_launch > 0;
+  }
   return RankState(std::move(impl));
 }
 
@@ -243,9 +242,9 @@ Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream
   p.bytes = bytes;
   p.num_tiles = static_cast<int>(TilesOf(request, ws));
   QR_ASSIGN_OR_RETURN(const int grid, GridFor(request, bytes, cap, impl_->config.max_blocks, ws));
-  hipLaunchKernelGGL(fn, dim3(grid), dim3(ThreadsFor(request)), 0, static_cast<hipStream_t>(stream),
-                     p);
-  QR_GPU_RETURN_IF_ERROR(hipGetLastError());
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(fn, dim3(grid), dim3(ThreadsFor(request)),
+                                                static_cast<hipStream_t>(stream), impl_->overlap,
+                                                p));
   return OkStatus();
 }
 

@@ -48,6 +48,10 @@ struct RankConfig {
   uint32_t* error_word = nullptr;        // device-visible host-mapped word (required)
   uint64_t timeout_ticks = 0;            // device wall-clock ticks per wait; 0 = none
   int64_t ticks_per_ms = 0;              // device wall-clock rate (gpu::WallClockTicksPerMs), > 0
+  // Launch every kernel with programmatic overlap of the previous kernel on
+  // the stream where the GPU has it (kernels/platform/launch.cuh): 1 on, 0
+  // off, -1 as QR_PROGRAMMATIC_LAUNCH says (common/env_vars.h).
+  int programmatic_launch = -1;
 };
 
 // One all-reduce: `count` elements of `format` from `in` (device memory of
@@ -97,11 +101,17 @@ class RankState {
   // Safe to call from several threads on distinct streams.
   [[nodiscard]] Status Launch(const AllReduceRequest& request, ::qr::gpu::Stream stream) const;
 
+  // Whether LaunchResidualRmsNorm runs `request` + `norm` as one kernel.
+  bool FusedOneLaunch(const AllReduceRequest& request, const ResidualRmsNormRequest& norm) const;
+
   // Collective::kAllReduceResidualRmsNorm (docs/fused.md): the all-reduce
   // `request` (whose out must be norm.norm_out) and then the residual add and
-  // RMSNorm epilogue (kernels/gpu/rmsnorm_epilogue.h), both on `stream`.
-  // Both requests are validated before either is enqueued: Launch's errors,
-  // plus kInvalidArgument for an epilogue that does not match the request.
+  // RMSNorm epilogue (kernels/gpu/rmsnorm_epilogue.h), on `stream`: one
+  // kernel for a one-shot request whose token rows fit the fused kernel's
+  // slots (kernels/gpu/one_shot_fused_slots.h) when norm.one_launch, else
+  // the all-reduce's kernel and the epilogue's. Both requests are validated
+  // before anything is enqueued: Launch's errors, plus kInvalidArgument for
+  // an epilogue that does not match the request or is malformed.
   [[nodiscard]] Status LaunchResidualRmsNorm(const AllReduceRequest& request,
                                              const ResidualRmsNormRequest& norm,
                                              ::qr::gpu::Stream stream) const;
@@ -109,6 +119,9 @@ class RankState {
  private:
   struct Impl;
   explicit RankState(std::unique_ptr<Impl> impl);
+  [[nodiscard]] Status LaunchFusedOneShot(const AllReduceRequest& request,
+                                          const ResidualRmsNormRequest& norm,
+                                          ::qr::gpu::Stream stream) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,8 +7,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "kernels/geometry.h"
 #include "kernels/gpu/collective_request.h"
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/types.h"
 #include "tests/util/status_matchers.h"
@@ -193,6 +196,79 @@ TEST(RankStateTest, MovedStateStillLaunches) {
   RankState moved(std::move(s));
   EXPECT_EQ(moved.world_size(), 2);
   EXPECT_THAT(moved.Launch(Request(7), nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace qr::kernels
+
+namespace qr::kernels {
+namespace {
+
+alignas(16) char rows[4][4096 * 2 * 2];
+
+ResidualRmsNormRequest Norm(size_t tokens, size_t hidden) {
+  ResidualRmsNormRequest n;
+  n.dtype = DType::kFloat16;
+  n.residual = rows[0];
+  n.weight = rows[1];
+  n.residual_out = rows[2];
+  n.norm_out = rows[3];
+  n.tokens = tokens;
+  n.hidden = hidden;
+  return n;
+}
+
+// One launch exactly for one-shot requests whose rows fit the fused slots
+// (one_shot_fused_slots.h) and that allow it.
+TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2)));
+  AllReduceRequest r = Request(2 * 4096, Codec::kFp, Algorithm::kOneShot);
+  r.out = rows[3];
+  ResidualRmsNormRequest n = Norm(2, 4096);
+  EXPECT_TRUE(s.FusedOneLaunch(r, n));
+  n.one_launch = false;
+  EXPECT_FALSE(s.FusedOneLaunch(r, n));
+  n.one_launch = true;
+  r.algorithm = Algorithm::kTwoShot;
+  EXPECT_FALSE(s.FusedOneLaunch(r, n));
+  // The whole one-shot region (4 MiB at world size 2) on 64 blocks: block 0
+  // owns one more token row than its share of the slots.
+  r.algorithm = Algorithm::kOneShot;
+  const size_t hidden = 8192;
+  const size_t tokens = static_cast<size_t>(OneShotMaxElems(2)) / hidden;
+  r.count = tokens * hidden;
+  n = Norm(tokens, hidden);
+  EXPECT_EQ(s.FusedOneLaunch(r, n), FusedOneShotSlots(static_cast<int64_t>(tokens),
+                                                      static_cast<int64_t>(hidden), 64, 2, 608)
+                                            .grid > 0);
+}
+
+// The epilogue's checks run before the all-reduce is enqueued: a misaligned
+// residual_out fails the call and nothing is launched (no GPU here: a launch
+// would fail with kInternal instead).
+TEST(RankStateTest, ResidualRmsNormChecksTheEpilogueFirst) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2)));
+  AllReduceRequest r = Request(2 * 4096, Codec::kFp, Algorithm::kTwoShot);
+  r.in = rows[0];
+  r.out = rows[3];
+  ResidualRmsNormRequest n = Norm(2, 4096);
+  n.residual_out = rows[2] + 8;
+  EXPECT_THAT(s.LaunchResidualRmsNorm(r, n, nullptr),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("aligned")));
+  n = Norm(2, 4096);
+  n.dtype = DType::kBFloat16;
+  EXPECT_THAT(s.LaunchResidualRmsNorm(r, n, nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(RankStateTest, ProgrammaticLaunchComesFromTheEnvironment) {
+  RankConfig c = Config(2);
+  ASSERT_EQ(setenv("QR_PROGRAMMATIC_LAUNCH", "maybe", 1), 0);
+  EXPECT_THAT(CreateStatus(c), StatusIs(StatusCode::kInvalidArgument));
+  c.programmatic_launch = 1;  // explicit: the environment is not read
+  EXPECT_OK(CreateStatus(c));
+  ASSERT_EQ(unsetenv("QR_PROGRAMMATIC_LAUNCH"), 0);
+  c.programmatic_launch = -1;
+  EXPECT_OK(CreateStatus(c));
 }
 
 }  // namespace

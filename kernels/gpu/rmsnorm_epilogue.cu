@@ -4,11 +4,14 @@
 // all-reduce kernels round with (kernels/float16.h's bits).
 #include <hip/hip_runtime.h>
 
+#include <atomic>
 #include <string>
 
+#include "common/status_macros.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/gpu_status.h"
+#include "kernels/platform/launch.cuh"
 #include "kernels/rmsnorm_lanes.h"
 
 namespace qr::kernels {
@@ -34,6 +37,9 @@ struct EpilogueParams {
 
 template <bool kBf16>
 __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p) {
+  // Before reading the all-reduce's output (programmatic launch,
+  // kernels/platform/launch.cuh).
+  platform::WaitForPriorKernels();
   __shared__ float lanes[kLanes];
   const size_t chunks = p.hidden / kRmsNormChunkElems;
   const float hidden = static_cast<float>(p.hidden);  // round to nearest, as the host
@@ -85,9 +91,29 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Devices whose context has both kernels loaded (per process, as the
+// runtime loads them per context). Racing first calls both load: harmless.
+constexpr int kMaxDevices = 64;
+std::atomic<bool> g_loaded[kMaxDevices];
+
 }  // namespace
 
-Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r, ::qr::gpu::Stream stream) {
+Status LoadResidualRmsNormEpilogue() {
+  int device = 0;
+  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && g_loaded[device].load(std::memory_order_acquire)) return OkStatus();
+  // Asking for a kernel's attributes loads it (and its module).
+  hipFuncAttributes attrs;
+  QR_GPU_RETURN_IF_ERROR(
+      hipFuncGetAttributes(&attrs, reinterpret_cast<const void*>(ResidualRmsNormKernel<false>)));
+  QR_GPU_RETURN_IF_ERROR(
+      hipFuncGetAttributes(&attrs, reinterpret_cast<const void*>(ResidualRmsNormKernel<true>)));
+  if (cached) g_loaded[device].store(true, std::memory_order_release);
+  return OkStatus();
+}
+
+Status ValidateResidualRmsNorm(const ResidualRmsNormRequest& r) {
   if (r.tokens == 0) return OkStatus();
   if (r.hidden == 0 || r.hidden % kRmsNormChunkElems != 0) {
     return InvalidArgumentError("residual RMSNorm: hidden " + std::to_string(r.hidden) +
@@ -103,6 +129,13 @@ Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r, ::qr::gpu:
       !Aligned(r.residual)) {
     return InvalidArgumentError("residual RMSNorm: a buffer is not 16-byte aligned");
   }
+  return OkStatus();
+}
+
+Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r, ::qr::gpu::Stream stream,
+                                     bool overlap) {
+  QR_RETURN_IF_ERROR(ValidateResidualRmsNorm(r));
+  if (r.tokens == 0) return OkStatus();
   EpilogueParams p{static_cast<const char*>(r.residual),
                    static_cast<const char*>(r.weight),
                    static_cast<char*>(r.residual_out),
@@ -113,8 +146,8 @@ Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r, ::qr::gpu:
   const int grid = r.tokens < static_cast<size_t>(kMaxGrid) ? static_cast<int>(r.tokens) : kMaxGrid;
   auto* fn =
       r.dtype == DType::kBFloat16 ? ResidualRmsNormKernel<true> : ResidualRmsNormKernel<false>;
-  hipLaunchKernelGGL(fn, dim3(grid), dim3(kLanes), 0, static_cast<hipStream_t>(stream), p);
-  QR_GPU_RETURN_IF_ERROR(hipGetLastError());
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(fn, dim3(grid), dim3(kLanes),
+                                                static_cast<hipStream_t>(stream), overlap, p));
   return OkStatus();
 }
 

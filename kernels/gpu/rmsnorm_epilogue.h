@@ -29,12 +29,32 @@ struct ResidualRmsNormRequest {
   size_t tokens = 0;
   size_t hidden = 0;  // a positive multiple of kRmsNormChunkElems
   float eps = 0;
+  // RankState::LaunchResidualRmsNorm: a one-shot request whose rows fit
+  // runs as ONE kernel (the all-reduce and this epilogue,
+  // kernels/gpu/one_shot_fused.cu); false keeps the two launches (tests and
+  // qr-kernel-cost compare the two). The bits are the same either way.
+  bool one_launch = true;
 };
 
 // kInvalidArgument for a bad request (checked before the GPU is touched),
-// kInternal on a launch error. tokens == 0 does nothing.
+// kInternal on a launch error. tokens == 0 does nothing. overlap: launch
+// with programmatic overlap of the previous kernel where the GPU has it
+// (kernels/platform/launch.cuh).
 [[nodiscard]] Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r,
-                                                   ::qr::gpu::Stream stream);
+                                                   ::qr::gpu::Stream stream, bool overlap = false);
+
+// The checks LaunchResidualRmsNormEpilogue makes before it launches
+// (kInvalidArgument), for launchers of kernels that include the epilogue.
+[[nodiscard]] Status ValidateResidualRmsNorm(const ResidualRmsNormRequest& r);
+
+// Makes sure the epilogue's kernels are loaded on the current device, so that
+// their first launch never loads a module. Loading one may synchronize the
+// whole device (CUDA's lazy loading, the default since CUDA 12.2): enqueued
+// after an all-reduce whose peers have not launched yet on that device (all
+// ranks of a LocalGroup in one process), it would wait for a kernel that
+// waits for it. Call before enqueueing the all-reduce; later calls return at
+// once. kInternal on a runtime error.
+[[nodiscard]] Status LoadResidualRmsNormEpilogue();
 
 }  // namespace qr::kernels
 

@@ -11,6 +11,7 @@
 
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/launch.cuh"
 
 namespace qr::kernels::gpu {
 
@@ -55,6 +56,11 @@ inline constexpr uint32_t kCallStateWord = CodecStateWord(kDataFlag || !UsesData
 template <Codec kCodec, int kWs, bool kDataFlag = UsesDataFlags(kCodec)>
 QR_DEVICE_INLINE bool BeginTwoShotCall(const KernelParams& p, uint32_t& base) {
   static_assert(!kDataFlag || UsesDataFlags(kCodec), "only a data-flag codec has such kernels");
+  // Before anything the previous kernel may touch (programmatic launch,
+  // kernels/platform/launch.cuh): the state words, the slots, the input.
+  // Every kernel that starts here (two-shot, reduce-scatter, all-gather)
+  // gets it.
+  platform::WaitForPriorKernels();
   constexpr uint32_t kWord = kCallStateWord<kCodec, kDataFlag>;
   __shared__ uint32_t gave_up, last;
   // A rank that gave up drains every later call at once (sticky error). One

@@ -4,9 +4,13 @@
 // capped as for QR_ALLOW_SHARED_DEVICE), one-shot and two-shot, fp16 / bf16
 // / bf16 with the cast, FP and INT4, token counts 1 .. 257 and hidden sizes
 // below, at and above the 256 lanes x 8, with and without a residual, in
-// place (residual_out = residual, norm_out = in) and not. Every rank's
-// residual_out and norm_out must equal the host reference
-// (kernels/rmsnorm_reference.h) bit for bit.
+// place (residual_out = residual, norm_out = in) and not; one-shot requests
+// as one kernel (kernels/gpu/one_shot_fused.cu) where their rows fit and as
+// the all-reduce plus the epilogue kernel, and fused calls interleaved with
+// plain one-shot all-reduces (they share the one-shot region and its
+// per-area counts), and some of each with programmatic dependent launch.
+// Every rank's residual_out and norm_out must equal the
+// host reference (kernels/rmsnorm_reference.h) bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +21,9 @@
 
 #include "kernels/geometry.h"
 #include "kernels/gpu/local_group.h"
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
+#include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/rmsnorm_reference.h"
 #include "tests/gpu/test_data.h"
@@ -73,34 +79,54 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
   // layout: 0 separate outputs, 1 in place (residual_out = residual,
   // norm_out = in), 2 no residual.
+  // one_launch: ResidualRmsNormRequest::one_launch; a one-shot call that
+  // fits must then run as one kernel (checked).
   void RunAndCheck(Codec codec, bool one_shot, size_t tokens, size_t hidden, int layout,
-                   uint64_t seed) {
+                   uint64_t seed, bool one_launch = true) {
     const auto [ws, format] = GetParam();
     const DType dtype = WorkFormatDType(format);
     const size_t n = tokens * hidden;
     SCOPED_TRACE(std::string(one_shot ? "one-shot " : "two-shot ") + CodecName(codec) + " " +
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
-                 std::to_string(hidden) + " layout " + std::to_string(layout));
+                 std::to_string(hidden) + " layout " + std::to_string(layout) +
+                 (one_launch ? "" : " two launches"));
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
     const std::vector<uint16_t> weight = testing::MakeInput(dtype, hidden, seed * 31 + 98, false);
     const float eps = 1e-6f;
     std::deque<DeviceVec> keep;
-    std::vector<void*> d_in(ws), d_res(ws), d_ro(ws), d_no(ws);
+    std::vector<void*> d_in(ws), d_res(ws), d_w(ws), d_ro(ws), d_no(ws);
     const LocalCall call{format, codec, n, 10000, one_shot};
+    // Every rank's buffers first, then every rank's launch back to back, as
+    // LocalGroup::LaunchAll does: a launched rank's kernel waits for the
+    // ranks not launched yet, and an allocation, memset or copy in between
+    // may wait for that kernel (CUDA lists them among the operations that
+    // synchronize implicitly), which then gives up.
     for (int r = 0; r < ws; ++r) {
       d_in[r] = Alloc(r, n * 2, &keep);
       d_res[r] = Alloc(r, n * 2, &keep);
-      void* d_w = Alloc(r, hidden * 2, &keep);
-      ASSERT_TRUE(d_in[r] && d_res[r] && d_w);
+      d_w[r] = Alloc(r, hidden * 2, &keep);
+      ASSERT_TRUE(d_in[r] && d_res[r] && d_w[r]);
       ASSERT_OK(gpu::Memcpy(d_in[r], in[r].data(), n * 2));
       ASSERT_OK(gpu::Memcpy(d_res[r], residual.data(), n * 2));
-      ASSERT_OK(gpu::Memcpy(d_w, weight.data(), hidden * 2));
+      ASSERT_OK(gpu::Memcpy(d_w[r], weight.data(), hidden * 2));
       d_ro[r] = layout == 1 ? d_res[r] : Alloc(r, n * 2, &keep);
       d_no[r] = layout == 1 ? d_in[r] : Alloc(r, n * 2, &keep);
-      const ResidualRmsNormRequest norm{
-          dtype, layout == 2 ? nullptr : d_res[r], d_w, d_ro[r], d_no[r], tokens, hidden, eps};
+    }
+    for (int r = 0; r < ws; ++r) {
+      const ResidualRmsNormRequest norm{dtype,     layout == 2 ? nullptr : d_res[r],
+                                        d_w[r],    d_ro[r],
+                                        d_no[r],   tokens,
+                                        hidden,    eps,
+                                        one_launch};
+      if (r == 0) {
+        ASSERT_OK_AND_ASSIGN(const bool fused, group_->FusedOneLaunch(call, norm));
+        if (one_launch && one_shot) ++one_launch_calls_;
+        if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden))) {
+          FAIL() << "one launch chosen: " << fused;
+        }
+      }
       ASSERT_OK(group_->LaunchResidualRmsNorm(r, call, d_in[r], norm));
     }
     ASSERT_OK(group_->Synchronize());
@@ -128,7 +154,48 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     }
   }
 
+  // The one-launch rule (kernels/gpu/one_shot_fused_slots.h) for this group.
+  bool FitsOneLaunch(size_t tokens, size_t hidden) const {
+    return FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
+                             group_->max_blocks(), group_->world_size(), 608)
+               .grid > 0;
+  }
+
+  // A plain one-shot all-reduce of `count` elements on every rank, checked.
+  void RunPlainOneShot(size_t count, uint64_t seed) {
+    const auto [ws, format] = GetParam();
+    SCOPED_TRACE("plain one-shot " + std::to_string(count));
+    std::deque<DeviceVec> keep;
+    std::vector<std::vector<uint16_t>> in(ws), want(ws, std::vector<uint16_t>(count));
+    std::vector<const void*> d_in(ws);
+    std::vector<void*> d_out(ws);
+    for (int r = 0; r < ws; ++r) {
+      in[r] = testing::MakeInput(WorkFormatDType(format), count, seed * 131 + r, false);
+      void* a = Alloc(r, count * 2, &keep);
+      d_out[r] = Alloc(r, count * 2, &keep);
+      ASSERT_TRUE(a && d_out[r]);
+      ASSERT_OK(gpu::Memcpy(a, in[r].data(), count * 2));
+      d_in[r] = a;
+    }
+    ASSERT_OK(group_->LaunchAll({format, Codec::kFp, count, 10000, true}, d_in, d_out));
+    ASSERT_OK(group_->Synchronize());
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
+    std::vector<const uint16_t*> ins;
+    std::vector<uint16_t*> outs;
+    for (int r = 0; r < ws; ++r) {
+      ins.push_back(in[r].data());
+      outs.push_back(want[r].data());
+    }
+    ASSERT_OK(ReferenceOneShotAllReduce(testing::ReferenceParams(format, Codec::kFp, ws, count),
+                                        ins.data(), outs.data()));
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
+      EXPECT_EQ(FirstDifference(Download(d_out[r], count), want[r]), "") << "rank " << r;
+    }
+  }
+
   std::unique_ptr<LocalGroup> group_;
+  int one_launch_calls_ = 0;
 };
 
 TEST_P(FusedGpuTest, EqualsTheHostReference) {
@@ -143,12 +210,64 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
       if (n <= one_shot_max) {
         RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++);
         if (HasFatalFailure()) return;
+        if (layout == 0) {
+          RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
+                      /*one_launch=*/false);
+          if (HasFatalFailure()) return;
+        }
       }
       RunAndCheck(layout == 1 ? Codec::kInt4 : Codec::kFp, /*one_shot=*/false, shape[0], shape[1],
                   layout, seed++);
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// Fused one-launch calls and plain one-shot all-reduces in turn, of sizes
+// that put their atoms on different blocks: they share the one-shot region,
+// whose slots must be empty and whose per-area counts in step at every call
+// (one_shot_fused_slots.h), so a mistake hangs or corrupts a later call.
+TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
+  const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(group_->world_size()));
+  const size_t fused[][2] = {{1, 4096}, {33, 2056}, {2, 8192}, {7, 1032}, {64, 4096}};
+  const size_t plain[] = {8, 2048 * 5 + 8, 100000, one_shot_max / 2, 2056};
+  uint64_t seed = 1000;
+  for (int rep = 0; rep < 2; ++rep) {
+    for (size_t i = 0; i < 5; ++i) {
+      if (fused[i][0] * fused[i][1] <= one_shot_max) {
+        RunAndCheck(Codec::kFp, /*one_shot=*/true, fused[i][0], fused[i][1], i % 3, seed++);
+        if (HasFatalFailure()) return;
+      }
+      RunPlainOneShot(plain[i], seed++);
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GT(one_launch_calls_, 0);
+}
+
+// Every kernel launched with programmatic overlap of the previous one
+// (kernels/platform/launch.cuh; plain launches where the GPU lacks it):
+// the same bits, one launch and two, one-shot and two-shot, and plain
+// one-shot calls in between.
+TEST_P(FusedGpuTest, ProgrammaticLaunchKeepsTheBits) {
+  group_->SetProgrammaticLaunch(1);
+  const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(group_->world_size()));
+  const size_t shapes[][2] = {{1, 4096}, {16, 2056}, {64, 4096}};
+  uint64_t seed = 2000;
+  for (const auto& shape : shapes) {
+    if (shape[0] * shape[1] <= one_shot_max) {
+      RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], 0, seed++);
+      if (HasFatalFailure()) return;
+      RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], 1, seed++,
+                  /*one_launch=*/false);
+      if (HasFatalFailure()) return;
+      RunPlainOneShot(shape[0] * shape[1], seed++);
+      if (HasFatalFailure()) return;
+    }
+    RunAndCheck(Codec::kFp, /*one_shot=*/false, shape[0], shape[1], 2, seed++);
+    if (HasFatalFailure()) return;
+  }
+  group_->SetProgrammaticLaunch(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, FusedGpuTest,

@@ -15,7 +15,8 @@
 #   "fused" (not default): the fused all-reduce + residual + RMSNorm against
 #   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
 #   and fused_backend_test through the real stack); "fused-cost" (not
-#   default): qr-kernel-cost --fused.
+#   default): qr-kernel-cost --fused; "fused-bench" (not default, 2+ GPUs):
+#   qr-bench --fused, one GPU per rank.
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -199,6 +200,16 @@ for p in $suite; do
       # rank on GPU 0, graph-captured; QR_FUSED_COST_ARGS adds flags.
       part fused-cost 300 .device/bin/qr-kernel-cost --fused --csv "$out/fused-cost.csv" \
         ${QR_FUSED_COST_ARGS:-} ;;
+    fused-bench)
+      # qr-bench --fused (tools/bench_fused.h): the same columns as
+      # fused-cost, one GPU per rank; QR_FUSED_BENCH_ARGS adds flags
+      # (--world-size 4, say).
+      if [[ $gpus -lt 2 ]]; then
+        summary+=("fused-bench: skipped (qr-bench --fused needs 2 GPUs)")
+        continue
+      fi
+      part fused-bench 300 .device/bin/qr-bench --fused --csv "$out/fused-bench.csv" \
+        ${QR_FUSED_BENCH_ARGS:-} ;;
     backend)
       [[ -x .device/bin/gpu_backend_test ]] && shared_gpu &&
         part backend 300 ${shared[@]+"${shared[@]}"} .device/bin/gpu_backend_test \
@@ -331,7 +342,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost backend demo sanitizer bench bench-modes symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost fused-bench backend demo sanitizer bench bench-modes symm variants cost tma profile)")
       failed=1 ;;
   esac
 done

@@ -233,6 +233,19 @@ no_mps_left "$d"
 for p in collectives collectives-backend rs-cost ag-cost; do
   grep -q "^$p: rc=0" "$d/out/summary.txt" || fail "collectives: the summary lacks $p"
 done
+# The fused-bench part: qr-bench --fused with its CSV on two GPUs, skipped
+# (and the suite failing, as for bench) on one.
+d="$tmp/fused-bench"
+make_tree "$d" 2
+run "$d" QR_SUITE=fused-bench QR_FUSED_BENCH_ARGS="--world-size 2" ||
+  { cat "$d/suite.log"; fail "fused-bench: suite failed"; }
+grep -q "^qr-bench .*--fused --csv $d/out/fused-bench.csv --world-size 2$" "$d/calls.txt" ||
+  { cat "$d/calls.txt"; fail "fused-bench: qr-bench --fused not run with its CSV"; }
+d="$tmp/fused-bench1"
+make_tree "$d" 1
+run "$d" QR_SUITE=fused-bench
+grep -q "^qr-bench" "$d/calls.txt" && fail "fused-bench: qr-bench ran on one GPU"
+grep -q "fused-bench: skipped" "$d/out/summary.txt" || fail "fused-bench: no skip on one GPU"
 # 8. Parts by comma as by space; a name that is no part fails the suite.
 d="$tmp/names"
 make_tree "$d" 1

@@ -1,15 +1,59 @@
 """The rank side of the GPU tests (test_gpu.py): one spawned process per rank
 runs every check on one communicator and returns what the parent compares.
 Ranks use the GPUs listed in $QR_TEST_GPUS ("0,1", or "0,0" for two ranks on
-one GPU under MPS with QR_ALLOW_SHARED_DEVICE=1)."""
+one GPU under MPS with QR_ALLOW_SHARED_DEVICE=1). spawn_ranks is the parent
+side every GPU suite shares (test_gpu.py, test_gpu_fused.py)."""
 
 import hashlib
+import multiprocessing as mp
 import os
+import pickle
+import tempfile
 
 import numpy as np
 
 SEED = 1602
 REPLAYS = 1000
+
+
+def _run_rank(worker, rank, group, path, q):
+    try:
+        q.put((rank, worker(rank, group, path), None))
+    except BaseException as e:
+        import traceback
+        q.put((rank, False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+
+
+def spawn_ranks(worker, name, env, ranks=2, timeout=600):
+    """Runs worker(rank, group, results_path) in one spawned process per rank
+    (a module-level function, so that the child can import it), with `env`
+    set in this process first (the children inherit it), on the group
+    "<name>-<pid>"; each worker pickles its results to results_path and
+    returns True. Raises AssertionError with every failing rank's traceback;
+    returns {rank: results}."""
+    os.environ.update(env)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    d = tempfile.mkdtemp(prefix="qr%s-" % name)
+    group = "%s-%d" % (name, os.getpid())
+    paths = [os.path.join(d, "r%d.pkl" % r) for r in range(ranks)]
+    procs = [ctx.Process(target=_run_rank, args=(worker, r, group, paths[r], q))
+             for r in range(ranks)]
+    for p in procs:
+        p.start()
+    errors = []
+    for _ in procs:
+        rank, ok, err = q.get(timeout=timeout)
+        if not ok:
+            errors.append("rank %d: %s" % (rank, err))
+    for p in procs:
+        p.join(30)
+    assert not errors, "\n".join(errors)
+    out = {}
+    for r in range(ranks):
+        with open(paths[r], "rb") as f:
+            out[r] = pickle.load(f)
+    return out
 
 
 def gpus():

@@ -3,11 +3,6 @@ processes; run by python/tests/gpu/run.sh on the GPU machine): every regime
 and dtype bit for bit against the host reference, torch's current stream
 honoured, CUDA graph capture replayed 1000 times, torch.compile fullgraph."""
 
-import multiprocessing as mp
-import os
-import pickle
-import tempfile
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -22,37 +17,10 @@ pytestmark = pytest.mark.gpu
 _results = {}
 
 
-def _run_worker(rank, group, path, q):
-    try:
-        q.put((rank, gpu_ranks.worker(rank, group, path), None))
-    except BaseException as e:
-        import traceback
-        q.put((rank, False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
-
-
 def results():
     if not _results:
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        d = tempfile.mkdtemp(prefix="qrgpu-")
-        group = "pygpu-%d" % os.getpid()
-        paths = [os.path.join(d, "r%d.pkl" % r) for r in range(2)]
-        env = {"QR_QUANTIZATION": "FP", "QR_MIN_SIZE_BYTES_MB": "0"}
-        os.environ.update(env)
-        procs = [ctx.Process(target=_run_worker, args=(r, group, paths[r], q)) for r in range(2)]
-        for p in procs:
-            p.start()
-        errors = []
-        for _ in procs:
-            rank, ok, err = q.get(timeout=600)
-            if not ok:
-                errors.append("rank %d: %s" % (rank, err))
-        for p in procs:
-            p.join(30)
-        assert not errors, "\n".join(errors)
-        for r in range(2):
-            with open(paths[r], "rb") as f:
-                _results[r] = pickle.load(f)
+        _results.update(gpu_ranks.spawn_ranks(
+            gpu_ranks.worker, "pygpu", {"QR_QUANTIZATION": "FP", "QR_MIN_SIZE_BYTES_MB": "0"}))
     return _results
 
 

@@ -4,11 +4,6 @@ eager calls, a CUDA graph of torch.ops.quickreduce.all_reduce_residual_rmsnorm_
 replayed with new inputs, and torch.compile(fullgraph=True), every output
 bit for bit against the host reference."""
 
-import multiprocessing as mp
-import os
-import pickle
-import tempfile
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,43 +12,16 @@ if not torch.cuda.is_available():
 
 import quickreduce as qr  # noqa: E402
 import gpu_fused_ranks as ranks  # noqa: E402
-from gpu_ranks import digest, to_torch  # noqa: E402
+from gpu_ranks import digest, spawn_ranks, to_torch  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 ENV = {"QR_QUANTIZATION": "FP", "QR_MIN_SIZE_BYTES_MB": "0"}
 _results = {}
 
 
-def _run(rank, group, path, q):
-    try:
-        q.put((rank, ranks.worker(rank, group, path), None))
-    except BaseException as e:
-        import traceback
-        q.put((rank, False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
-
-
 def results():
     if not _results:
-        os.environ.update(ENV)
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        d = tempfile.mkdtemp(prefix="qrgpufused-")
-        paths = [os.path.join(d, "r%d.pkl" % r) for r in range(2)]
-        procs = [ctx.Process(target=_run, args=(r, "pyfusedgpu-%d" % os.getpid(), paths[r], q))
-                 for r in range(2)]
-        for p in procs:
-            p.start()
-        errors = []
-        for _ in procs:
-            rank, ok, err = q.get(timeout=600)
-            if not ok:
-                errors.append("rank %d: %s" % (rank, err))
-        for p in procs:
-            p.join(30)
-        assert not errors, "\n".join(errors)
-        for r in range(2):
-            with open(paths[r], "rb") as f:
-                _results[r] = pickle.load(f)
+        _results.update(spawn_ranks(ranks.worker, "pyfusedgpu", ENV))
     return _results
 
 

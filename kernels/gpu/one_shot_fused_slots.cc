@@ -1,0 +1,29 @@
+#include "kernels/gpu/one_shot_fused_slots.h"
+
+#include <algorithm>
+
+#include "kernels/geometry.h"
+
+namespace qr::kernels {
+
+FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws,
+                             int max_areas) {
+  FusedSlots s;
+  if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0 || max_blocks <= 0 || ws <= 0) return s;
+  if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return s;
+  s.rows = static_cast<int>(OneShotMaxBytes(ws) / (int64_t{kFusedSlotRowAtoms} * 16));
+  // OneShotStrideBlocks (kernels/gpu/two_shot_device.cuh): the same formula.
+  s.stride = std::min(s.rows, max_blocks);
+  s.grid = static_cast<int>(std::min<int64_t>(s.stride, tokens));
+  const bool fits = [&] {
+    if (FusedBlockAreas(s, 0) > max_areas) return false;
+    for (int b = 0; b < s.grid; ++b) {
+      if (FusedBlockNeed(tokens, hidden, s.grid, b) > FusedBlockRows(s, b)) return false;
+    }
+    return true;
+  }();
+  if (!fits) s.grid = 0;
+  return s;
+}
+
+}  // namespace qr::kernels

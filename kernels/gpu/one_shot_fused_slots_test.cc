@@ -1,0 +1,138 @@
+// The fused one-shot kernel's slot map (one_shot_fused_slots.h): every local
+// row of every block lands on a distinct slot row of one of the block's own
+// areas (so no two blocks of a call, and no two atoms of a block, share a
+// slot, and each slot row keeps the area the plain one-shot kernel gives
+// it); a block's areas fill in order (the kernel advances the counts of the
+// first FusedLocalRow(need - 1).area_index + 1 areas); the whole region is
+// used; and FusedOneShotSlots accepts exactly the calls whose rows fit.
+#include "kernels/gpu/one_shot_fused_slots.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/geometry.h"
+
+namespace qr::kernels {
+namespace {
+
+void CheckMap(const FusedSlots& s) {
+  SCOPED_TRACE("R=" + std::to_string(s.rows) + " S=" + std::to_string(s.stride) +
+               " G=" + std::to_string(s.grid));
+  std::vector<int> owner(s.rows, -1);
+  int64_t total = 0;
+  for (int b = 0; b < s.grid; ++b) {
+    int last_area = 0;
+    int64_t rows = 0;
+    for (int m = 0; m < FusedBlockAreas(s, b); ++m) rows += FusedAreaRows(s, b + m * s.grid);
+    ASSERT_EQ(FusedBlockRows(s, b), rows) << "block " << b;
+    for (int64_t q = 0; q < FusedBlockRows(s, b); ++q) {
+      const FusedSlotRow r = FusedLocalRow(s, b, q);
+      ASSERT_GE(r.row, 0);
+      ASSERT_LT(r.row, s.rows);
+      ASSERT_LT(r.area_index, FusedBlockAreas(s, b));
+      const int area = b + r.area_index * s.grid;
+      ASSERT_EQ(r.row % s.stride, area) << "the plain kernel's area of the row";
+      ASSERT_GE(r.area_index, last_area) << "areas fill in order";
+      last_area = r.area_index;
+      ASSERT_EQ(owner[r.row], -1) << "row " << r.row << " used twice";
+      owner[r.row] = b;
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, s.rows) << "every slot row belongs to one block";
+}
+
+TEST(FusedSlotsTest, MapIsABijectionOntoEachBlocksAreas) {
+  for (int rows : {1, 7, 33, 128, 256, 512, 1024}) {
+    for (int stride : {1, 2, 5, 33, 128, 256, 264, 528}) {
+      if (stride > rows) continue;
+      for (int grid : {1, 2, 3, 7, 32, 33, 256}) {
+        if (grid > stride) continue;
+        CheckMap(FusedSlots{rows, stride, grid});
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The fit rule against a direct count: block b's token rows, times the atoms
+// of a row, within the slot rows of its areas.
+bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws) {
+  const int rows = static_cast<int>(OneShotMaxBytes(ws) / 4096);
+  const int stride = std::min(rows, max_blocks);
+  const int grid = static_cast<int>(std::min<int64_t>(stride, tokens));
+  if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return false;
+  for (int b = 0; b < grid; ++b) {
+    int64_t mine = 0;
+    for (int64_t t = b; t < tokens; t += grid) ++mine;
+    int64_t slot_rows = 0;
+    for (int a = b; a < stride; a += grid) {
+      for (int r = a; r < rows; r += stride) ++slot_rows;
+    }
+    if ((mine * hidden / 8 + 255) / 256 > slot_rows) return false;
+  }
+  return true;
+}
+
+TEST(FusedSlotsTest, AcceptsExactlyTheCallsThatFit) {
+  int fits = 0;
+  int misses = 0;
+  for (int ws : {2, 4, 8}) {
+    for (int max_blocks : {16, 33, 66, 132, 528, 608}) {
+      for (int64_t tokens : {1, 2, 3, 8, 31, 64, 100, 128, 255, 256, 257, 1000}) {
+        for (int64_t hidden : {8, 1032, 2048, 4096, 5120, 8192}) {
+          const FusedSlots s = FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608);
+          const bool want = FitsByCount(tokens, hidden, max_blocks, ws);
+          ASSERT_EQ(s.grid > 0, want)
+              << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
+          if (want) {
+            ++fits;
+            EXPECT_EQ(s.grid, std::min<int64_t>(s.stride, tokens));
+            EXPECT_EQ(s.rows, OneShotMaxBytes(ws) / 4096);
+          } else {
+            ++misses;
+          }
+        }
+      }
+    }
+  }
+  // Both answers occur (the rule is not trivially true or false).
+  EXPECT_GT(fits, 100);
+  EXPECT_GT(misses, 10);
+}
+
+// Decode shapes (tokens 1 .. 256 x hidden 4096 / 8192) below the one-shot
+// maximum run as one launch.
+TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
+  // 132 multiprocessors x 4 blocks: the layout of an H200 (one GPU per rank),
+  // and the grid cap of eight ranks sharing one (kernels/gpu/max_blocks_shared.h).
+  for (int max_blocks : {528, 33}) {
+    for (int ws : {2, 4, 8}) {
+      for (int64_t hidden : {4096, 8192}) {
+        for (int64_t tokens = 1; tokens <= 256; tokens *= 2) {
+          // A message of the whole region fits only if every block's share
+          // matches its areas exactly; those take the two launches.
+          if (tokens * hidden * 2 >= OneShotMaxBytes(ws)) continue;
+          EXPECT_GT(FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608).grid, 0)
+              << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedSlotsTest, RefusesMalformedCallsAndTooManyAreas) {
+  EXPECT_EQ(FusedOneShotSlots(0, 4096, 528, 2, 608).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 12, 528, 2, 608).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 4096, 0, 2, 608).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, OneShotMaxElems(2) + 8, 528, 2, 608).grid, 0);
+  // One token: one block holds every area, more than the kernel keeps.
+  EXPECT_GT(FusedOneShotSlots(1, 4096, 528, 2, 608).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 4096, 528, 2, 527).grid, 0);
+}
+
+}  // namespace
+}  // namespace qr::kernels

@@ -1,0 +1,106 @@
+// Kernel launches that may overlap the previous kernel on the stream
+// (programmatic dependent launch, NVIDIA Hopper and later), and the wait
+// such a kernel runs before it touches what the previous kernel wrote.
+// Include from .cu files only.
+//
+//   // host: a plain launch where the platform or device lacks the feature
+//   QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(Kernel, grid, threads, stream,
+//                                                  /*overlap=*/true, params));
+//   // device, first statement of Kernel:
+//   platform::WaitForPriorKernels();
+//
+// With overlap on NVIDIA sm_90+, the launch carries
+// cudaLaunchAttributeProgrammaticStreamSerialization: the kernel's blocks may
+// start once every block of the previous kernel on the stream has started
+// and triggered or ended (our kernels never trigger early, so: ended or,
+// for a GEMM that triggers, triggered), and WaitForPriorKernels
+// (griddepcontrol.wait) returns once the previous kernel has completed and
+// its memory operations are visible. What the launch gains is the launch
+// latency and the block start-up before that wait. Inside stream capture
+// the attribute becomes a programmatic edge of the graph (CUDA 12.3+).
+// Elsewhere (AMD, older NVIDIA GPUs, overlap off) it is a plain launch and
+// WaitForPriorKernels does nothing: stream order already holds.
+#ifndef QR_KERNELS_PLATFORM_LAUNCH_CUH_
+#define QR_KERNELS_PLATFORM_LAUNCH_CUH_
+
+#include <atomic>
+
+#include "kernels/platform/device_macros.h"
+
+namespace qr::platform {
+
+// Blocks until the kernels this one depends on programmatically completed
+// and their writes are visible; a no-op without such a dependency. Every
+// thread that reads or writes memory the previous kernel may touch calls it
+// first (calling it in every thread is cheapest and simplest).
+QR_DEVICE_INLINE void WaitForPriorKernels() {
+#if QR_PLATFORM_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the kernel launched next on the stream with programmatic overlap start
+// its blocks once every block of this kernel has called this or ended (a
+// GEMM calls it before its epilogue). Nothing becomes visible early: the
+// dependent's WaitForPriorKernels still waits for this kernel's end.
+QR_DEVICE_INLINE void AllowDependentsToStart() {
+#if QR_PLATFORM_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Whether the current device can launch with programmatic overlap (NVIDIA
+// compute capability 9.0 and later). Cached per device; false on AMD.
+inline bool ProgrammaticLaunchSupported() {
+#if QR_PLATFORM_CUDA
+  constexpr int kMaxDevices = 64;
+  // 0 unknown, 1 no, 2 yes.
+  static std::atomic<int> known[kMaxDevices];
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess || device < 0 || device >= kMaxDevices) return false;
+  int v = known[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    if (hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, device) !=
+        hipSuccess) {
+      return false;
+    }
+    v = major >= 9 ? 2 : 1;
+    known[device].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
+#else
+  return false;
+#endif
+}
+
+// Launches fn<<<grid, threads, 0, stream>>>(params), with programmatic
+// overlap of the previous kernel when `overlap` and the device supports it.
+// Returns the launch's error (hipSuccess when it was enqueued).
+template <typename Params>
+hipError_t LaunchKernel(void (*fn)(Params), dim3 grid, dim3 threads, hipStream_t stream,
+                        bool overlap, const Params& params) {
+#if QR_PLATFORM_CUDA
+  if (overlap && ProgrammaticLaunchSupported()) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = threads;
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return hipCUDAErrorTohipError(cudaLaunchKernelEx(&config, fn, params));
+  }
+#else
+  (void)overlap;
+#endif
+  hipLaunchKernelGGL(fn, grid, threads, 0, stream, params);
+  return hipGetLastError();
+}
+
+}  // namespace qr::platform
+
+#endif  // QR_KERNELS_PLATFORM_LAUNCH_CUH_
