@@ -12,10 +12,9 @@ message describes the wrong elements (how many, out / expected ratios,
 which 32 KiB tiles), to tell "never written" (ratio 0) from "read after B
 doubled x" (ratio 2)."""
 
-import multiprocessing as mp
+import functools
 import os
-import tempfile
-import uuid
+import pickle
 
 import pytest
 
@@ -45,62 +44,55 @@ def describe_mismatch(torch, got, want):
                           tiles[:12].tolist()))
 
 
-def _worker(rank, init_file, case, q):
-    try:
-        import torch.distributed as dist
-        import quickreduce as qr
-        capture, regime_b, cast_a, dtype_name = case
-        dev = gpu_ranks.gpus()[rank]
-        torch.cuda.set_device(dev)
-        device = torch.device("cuda", dev)
-        dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
-                                world_size=2)
-        box = ["two-groups-" + uuid.uuid4().hex[:12] if rank == 0 else None]
-        dist.broadcast_object_list(box, src=0)
-        # A as the vLLM adapter's group: FP configured (QR_QUANTIZATION, the
-        # cast as vLLM's variable sets it), called without a regime
-        # (qr_all_reduce, the configured path); B forces its regime.
-        os.environ["QR_QUANTIZATION"] = "FP"
-        os.environ["QR_CAST_BF16_TO_FP16"] = "1" if cast_a else "0"
-        a = qr.Communicator(box[0] + "-a", rank, 2, device)
-        b = qr.Communicator(box[0] + "-b", rank, 2, device)
-        dtype = getattr(torch, dtype_name)
-        gen = torch.Generator(device=device).manual_seed(42)
-        x1 = torch.randint(1, 23, (SIZE,), dtype=dtype, device=device, generator=gen)
-        x2 = torch.randint(-23, 1, (SIZE,), dtype=dtype, device=device, generator=gen)
-        want1, want2 = x1 * 2, x2 * 2
+def _worker(rank, group, results_path, case):
+    """spawn_ranks' worker: pickles this rank's problems ('' when none)."""
+    import quickreduce as qr
+    capture, regime_b, cast_a, dtype_name = case
+    dev = gpu_ranks.gpus()[rank]
+    torch.cuda.set_device(dev)
+    device = torch.device("cuda", dev)
+    # A as the vLLM adapter's group: FP configured (QR_QUANTIZATION, the
+    # cast as vLLM's variable sets it), called without a regime
+    # (qr_all_reduce, the configured path); B forces its regime.
+    os.environ["QR_QUANTIZATION"] = "FP"
+    os.environ["QR_CAST_BF16_TO_FP16"] = "1" if cast_a else "0"
+    a = qr.Communicator(group + "-a", rank, 2, device)
+    b = qr.Communicator(group + "-b", rank, 2, device)
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator(device=device).manual_seed(42)
+    x1 = torch.randint(1, 23, (SIZE,), dtype=dtype, device=device, generator=gen)
+    x2 = torch.randint(-23, 1, (SIZE,), dtype=dtype, device=device, generator=gen)
+    want1, want2 = x1 * 2, x2 * 2
 
-        def body():
-            o1 = a.all_reduce(x1)
-            b.all_reduce(x1, out=x1, regime=regime_b, cast_bf16_to_fp16=False)
-            o2 = a.all_reduce(x2)
-            b.all_reduce(x2, out=x2, regime=regime_b, cast_bf16_to_fp16=False)
-            return o1, o2
+    def body():
+        o1 = a.all_reduce(x1)
+        b.all_reduce(x1, out=x1, regime=regime_b, cast_bf16_to_fp16=False)
+        o2 = a.all_reduce(x2)
+        b.all_reduce(x2, out=x2, regime=regime_b, cast_bf16_to_fp16=False)
+        return o1, o2
 
-        if capture:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
-                out1, out2 = body()
-            graph.replay()
-        else:
-            out1, out2 = body()
+    if capture:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
         torch.cuda.synchronize()
-        problems = []
-        for label, got, want in (("A's out1", out1, want1), ("A's out2", out2, want2),
-                                 ("B's x1", x1, want1), ("B's x2", x2, want2)):
-            why = describe_mismatch(torch, got, want)
-            if why:
-                problems.append("%s: %s" % (label, why))
-        a.close()
-        b.close()
-        dist.destroy_process_group()
-        q.put((rank, "; ".join(problems) or None))
-    except BaseException as e:
-        import traceback
-        q.put((rank, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            out1, out2 = body()
+        graph.replay()
+    else:
+        out1, out2 = body()
+    torch.cuda.synchronize()
+    problems = []
+    for label, got, want in (("A's out1", out1, want1), ("A's out2", out2, want2),
+                             ("B's x1", x1, want1), ("B's x2", x2, want2)):
+        why = describe_mismatch(torch, got, want)
+        if why:
+            problems.append("%s: %s" % (label, why))
+    a.close()
+    b.close()
+    with open(results_path, "wb") as f:
+        pickle.dump("; ".join(problems), f)
+    return True
 
 
 CASES = [(capture, regime_b, cast_a, dt)
@@ -112,20 +104,7 @@ CASES = [(capture, regime_b, cast_a, dt)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "%s-B%s-%s%s" % (
     "graph" if c[0] else "eager", c[1], c[3], "-cast" if c[2] else ""))
 def test_two_groups_one_stream(case):
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    with tempfile.TemporaryDirectory() as d:
-        procs = [ctx.Process(target=_worker, args=(r, os.path.join(d, "init"), case, q))
-                 for r in range(2)]
-        for p in procs:
-            p.start()
-        errors = []
-        for _ in procs:
-            rank, err = q.get(timeout=300)
-            if err:
-                errors.append("rank %d: %s" % (rank, err))
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-    assert not errors, "\n".join(errors)
+    name = "two-groups-%s-%s-%d-%s" % ("graph" if case[0] else "eager", case[1], case[2], case[3])
+    results = gpu_ranks.spawn_ranks(functools.partial(_worker, case=case), name, {}, timeout=300)
+    problems = ["rank %d: %s" % (r, p) for r, p in sorted(results.items()) if p]
+    assert not problems, "\n".join(problems)
