@@ -310,6 +310,17 @@ int MismatchWorker(const WorkerArgs& a) {
   if (!comm.ok()) return 10;
   std::vector<uint16_t> big(static_cast<size_t>(ws * 64), 0x3C00);
   std::vector<uint16_t> small(64, 0x3C00);
+  // One collective every rank runs first (as AbortWorker does): a join
+  // returns once the peers have mapped this rank's buffers, not each
+  // other's, so rank 0 could see the mismatch, fail and leave while a peer
+  // was still joining; that peer's join then failed and its retry waited
+  // for rank 0 forever (seen at ws 8 in CI's fresh-Debian step).
+  Status barrier =
+      (*comm)->AllGather(small.data(), big.data(), 64, DType::kFloat16, Regime::kFp, false);
+  if (!barrier.ok()) {
+    std::fprintf(stderr, "rank %d: first all-gather: %s\n", rank, barrier.ToString().c_str());
+    return 12;
+  }
   // Two-shot, so both kinds go through the flags that carry the description.
   Status s = rank == 0 ? (*comm)->ReduceScatter(big.data(), small.data(), 64, DType::kFloat16,
                                                 Regime::kFp, false)
