@@ -189,6 +189,16 @@ int InvalidWorker(const WorkerArgs& a) {
 int PeerFailureWorker(const WorkerArgs& a) {
   auto comm = Communicator::Join(OptionsOf(a));
   if (!comm.ok()) return 2;
+  // One all-reduce together first: a join returns once the peer has mapped
+  // this rank's buffers, so an abort right after it could fail the peer's
+  // join instead of its call (the race collectives_test met at ws 8).
+  std::vector<uint16_t> first(64, 0x3C00);
+  if (!(*comm)
+           ->AllReduce(first.data(), first.data(), first.size(), DType::kFloat16, Regime::kFp,
+                       false)
+           .ok()) {
+    return 6;
+  }
   if (a.rank() == 1) {
     if (!(*comm)->Abort("rank 1 gives up").ok()) return 3;
     return (*comm)->Leave().ok() ? 0 : 4;
