@@ -6,15 +6,18 @@
 
 namespace qr::kernels {
 
-FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws,
-                             int max_areas) {
+FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
+                             int max_grid) {
   FusedSlots s;
-  if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0 || max_blocks <= 0 || ws <= 0) return s;
+  if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0 || max_blocks <= 0 || ws <= 0 ||
+      max_grid <= 0) {
+    return s;
+  }
   if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return s;
   s.rows = static_cast<int>(OneShotMaxBytes(ws) / (int64_t{kFusedSlotRowAtoms} * 16));
   // OneShotStrideBlocks (kernels/gpu/two_shot_device.cuh): the same formula.
   s.stride = std::min(s.rows, max_blocks);
-  s.grid = static_cast<int>(std::min<int64_t>(s.stride, tokens));
+  s.grid = static_cast<int>(std::min<int64_t>(std::min(s.stride, max_grid), tokens));
   const bool fits = [&] {
     if (FusedBlockAreas(s, 0) > max_areas) return false;
     for (int b = 0; b < s.grid; ++b) {

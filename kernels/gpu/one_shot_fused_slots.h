@@ -12,7 +12,7 @@
 // zero-after-read region safe).
 //
 // The fused kernel keeps that map and those counts. Its grid has G = min(S,
-// tokens) blocks; block B owns token rows B, B + G, B + 2G, ... and areas B,
+// tokens, max_grid) blocks; block B owns token rows B, B + G, B + 2G, ... and areas B,
 // B + G, B + 2G, ... (< S), and lays the atoms of its token rows out, in
 // order, over its areas' rows: local atom j (token row i of the block's,
 // chunk c: j = i * hidden / 8 + c) goes to the block's local slot row
@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "kernels/platform/host_device.h"
+#include "kernels/rmsnorm_lanes.h"
 
 namespace qr::kernels {
 
@@ -104,12 +105,39 @@ QR_HOST_DEVICE inline int64_t FusedBlockNeed(int64_t tokens, int64_t hidden, int
   return (atoms + kFusedSlotRowAtoms - 1) / kFusedSlotRowAtoms;
 }
 
+// Threads of a fused block for rows of `hidden` values: one per 16-byte
+// chunk of a row, rounded up to whole lane sets (the sum of squares'
+// lanes, kernels/rmsnorm_lanes.h), at most kFusedMaxThreads. So up to 8192 values a row, a
+// thread receives one chunk and every wait of the row overlaps the others';
+// 256 threads walking four chunks each paid four waits one after another
+// (docs/fused.md, "The one-launch kernel").
+inline constexpr int kFusedMaxThreads = 1024;
+QR_HOST_DEVICE inline int FusedBlockThreads(int64_t hidden) {
+  const int64_t chunks = hidden / 8;
+  const int64_t lanes = (chunks + kRmsNormLanes - 1) / kRmsNormLanes * kRmsNormLanes;
+  return static_cast<int>(lanes < kRmsNormLanes      ? kRmsNormLanes
+                          : lanes > kFusedMaxThreads ? kFusedMaxThreads
+                                                     : lanes);
+}
+
+// Blocks of the fused kernel a rank may launch so that every rank's blocks
+// are resident at once: the kernel keeps one block of kFusedMaxThreads per
+// multiprocessor (its __launch_bounds__), and max_blocks is at most four per
+// multiprocessor (kTwoShotBlocksPerSm, one GPU per rank) or the rank's share
+// of two per multiprocessor (ranks sharing a GPU, max_blocks_shared.h), so a
+// quarter of it never asks for more multiprocessors than the rank has.
+QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks) {
+  return max_blocks / 4 > 1 ? max_blocks / 4 : 1;
+}
+
 // The fused kernel's slots for a call of tokens x hidden at world size ws
-// whose layout has max_blocks blocks, or grid 0 when the call does not fit
-// (some block's token rows need more slot rows than its areas hold, or the
-// areas exceed max_areas, the count a block can keep in shared memory). The
-// same on every rank. hidden: a positive multiple of 8; tokens > 0.
-FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas);
+// whose layout has max_blocks blocks, with at most max_grid blocks, or grid
+// 0 when the call does not fit (some block's token rows need more slot rows
+// than its areas hold, or the areas exceed max_areas, the count a block can
+// keep in shared memory). The same on every rank. hidden: a positive
+// multiple of 8; tokens > 0.
+FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
+                             int max_grid);
 
 }  // namespace qr::kernels
 

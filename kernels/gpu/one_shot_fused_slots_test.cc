@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/geometry.h"
+#include "kernels/gpu/max_blocks_shared.h"
 
 namespace qr::kernels {
 namespace {
@@ -60,10 +61,10 @@ TEST(FusedSlotsTest, MapIsABijectionOntoEachBlocksAreas) {
 
 // The fit rule against a direct count: block b's token rows, times the atoms
 // of a row, within the slot rows of its areas.
-bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws) {
+bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid) {
   const int rows = static_cast<int>(OneShotMaxBytes(ws) / 4096);
   const int stride = std::min(rows, max_blocks);
-  const int grid = static_cast<int>(std::min<int64_t>(stride, tokens));
+  const int grid = static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens));
   if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return false;
   for (int b = 0; b < grid; ++b) {
     int64_t mine = 0;
@@ -84,13 +85,14 @@ TEST(FusedSlotsTest, AcceptsExactlyTheCallsThatFit) {
     for (int max_blocks : {16, 33, 66, 132, 528, 608}) {
       for (int64_t tokens : {1, 2, 3, 8, 31, 64, 100, 128, 255, 256, 257, 1000}) {
         for (int64_t hidden : {8, 1032, 2048, 4096, 5120, 8192}) {
-          const FusedSlots s = FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608);
-          const bool want = FitsByCount(tokens, hidden, max_blocks, ws);
+          const int max_grid = FusedMaxGrid(max_blocks);
+          const FusedSlots s = FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, max_grid);
+          const bool want = FitsByCount(tokens, hidden, max_blocks, ws, max_grid);
           ASSERT_EQ(s.grid > 0, want)
               << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
           if (want) {
             ++fits;
-            EXPECT_EQ(s.grid, std::min<int64_t>(s.stride, tokens));
+            EXPECT_EQ(s.grid, std::min<int64_t>(std::min(s.stride, max_grid), tokens));
             EXPECT_EQ(s.rows, OneShotMaxBytes(ws) / 4096);
           } else {
             ++misses;
@@ -116,7 +118,9 @@ TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
           // A message of the whole region fits only if every block's share
           // matches its areas exactly; those take the two launches.
           if (tokens * hidden * 2 >= OneShotMaxBytes(ws)) continue;
-          EXPECT_GT(FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608).grid, 0)
+          EXPECT_GT(
+              FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, FusedMaxGrid(max_blocks)).grid,
+              0)
               << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
         }
       }
@@ -125,13 +129,46 @@ TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
 }
 
 TEST(FusedSlotsTest, RefusesMalformedCallsAndTooManyAreas) {
-  EXPECT_EQ(FusedOneShotSlots(0, 4096, 528, 2, 608).grid, 0);
-  EXPECT_EQ(FusedOneShotSlots(1, 12, 528, 2, 608).grid, 0);
-  EXPECT_EQ(FusedOneShotSlots(1, 4096, 0, 2, 608).grid, 0);
-  EXPECT_EQ(FusedOneShotSlots(1, OneShotMaxElems(2) + 8, 528, 2, 608).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(0, 4096, 528, 2, 608, 132).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 12, 528, 2, 608, 132).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 4096, 0, 2, 608, 132).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, OneShotMaxElems(2) + 8, 528, 2, 608, 132).grid, 0);
   // One token: one block holds every area, more than the kernel keeps.
-  EXPECT_GT(FusedOneShotSlots(1, 4096, 528, 2, 608).grid, 0);
-  EXPECT_EQ(FusedOneShotSlots(1, 4096, 528, 2, 527).grid, 0);
+  EXPECT_GT(FusedOneShotSlots(1, 4096, 528, 2, 608, 132).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 4096, 528, 2, 527, 132).grid, 0);
+  EXPECT_EQ(FusedOneShotSlots(1, 4096, 528, 2, 608, 0).grid, 0);
+}
+
+// The grid never passes max_grid: more token rows go to each block instead.
+TEST(FusedSlotsTest, GridStopsAtTheCap) {
+  EXPECT_EQ(FusedOneShotSlots(256, 4096, 528, 2, 608, 132).grid, 132);
+  EXPECT_EQ(FusedOneShotSlots(256, 4096, 528, 2, 608, 8).grid, 8);
+  EXPECT_EQ(FusedOneShotSlots(5, 4096, 528, 2, 608, 8).grid, 5);
+}
+
+// One fused block (at most kFusedMaxThreads threads, one per multiprocessor)
+// per multiprocessor at most, over all ranks: an H200 (132 multiprocessors)
+// with one GPU per rank, and 2, 4 or 8 ranks sharing it.
+TEST(FusedSlotsTest, EveryRanksBlocksFitOnePerMultiprocessor) {
+  const int sms = 132;
+  EXPECT_LE(FusedMaxGrid(sms * 4), sms);
+  for (int ranks : {2, 4, 8}) {
+    const int shared = SharedGpuMaxBlocks(sms * 4, ranks);
+    EXPECT_LE(FusedMaxGrid(shared) * ranks, sms) << ranks << " ranks";
+    EXPECT_GE(FusedMaxGrid(shared), 1);
+  }
+}
+
+// One thread per 16-byte chunk of a row, in whole sets of 256 lanes, 256 to
+// 1024 threads.
+TEST(FusedSlotsTest, BlockThreadsFollowTheRow) {
+  EXPECT_EQ(FusedBlockThreads(8), 256);
+  EXPECT_EQ(FusedBlockThreads(2048), 256);
+  EXPECT_EQ(FusedBlockThreads(2056), 512);
+  EXPECT_EQ(FusedBlockThreads(4096), 512);
+  EXPECT_EQ(FusedBlockThreads(5120), 768);
+  EXPECT_EQ(FusedBlockThreads(8192), 1024);
+  EXPECT_EQ(FusedBlockThreads(16384), 1024);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 
 FusedSlots SlotsFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
   return FusedOneShotSlots(static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden),
-                           max_blocks, world_size, gpu::kFusedMaxAreas);
+                           max_blocks, world_size, gpu::kFusedMaxAreas, FusedMaxGrid(max_blocks));
 }
 
 // Blocks of the fused kernel that stay resident at once on the current device.
@@ -31,7 +31,7 @@ StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn) {
   int sms = 0;
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), gpu::kOneShotThreads, 0));
+      &per_sm, reinterpret_cast<const void*>(fn), kFusedMaxThreads, 0));
   QR_GPU_RETURN_IF_ERROR(
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
@@ -82,9 +82,9 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.hidden = norm.hidden;
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
-  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(fn, dim3(slots.grid), dim3(gpu::kOneShotThreads),
-                                                static_cast<hipStream_t>(stream), impl_->overlap,
-                                                p));
+  const int threads = FusedBlockThreads(static_cast<int64_t>(norm.hidden));
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(
+      fn, dim3(slots.grid), dim3(threads), static_cast<hipStream_t>(stream), impl_->overlap, p));
   return OkStatus();
 }
 

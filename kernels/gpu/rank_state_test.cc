@@ -238,9 +238,10 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   const size_t tokens = static_cast<size_t>(OneShotMaxElems(2)) / hidden;
   r.count = tokens * hidden;
   n = Norm(tokens, hidden);
-  EXPECT_EQ(s.FusedOneLaunch(r, n), FusedOneShotSlots(static_cast<int64_t>(tokens),
-                                                      static_cast<int64_t>(hidden), 64, 2, 608)
-                                            .grid > 0);
+  EXPECT_EQ(s.FusedOneLaunch(r, n),
+            FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
+                              608, FusedMaxGrid(64))
+                    .grid > 0);
 }
 
 // The epilogue's checks run before the all-reduce is enqueued: a misaligned
