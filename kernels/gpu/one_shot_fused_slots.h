@@ -139,6 +139,15 @@ QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks) {
 FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
                              int max_grid);
 
+// Whether the fused request runs as one launch: the call fits, and every
+// block has one token row at most. A block's rows run one after another, so
+// on one H200 (ws 2, every rank on it, 33 blocks) 64 rows took 1.3x and 256
+// rows 2.6x the two launches (docs/fused.md), while one row a block took
+// 0.91-1.13x of them.
+QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens) {
+  return s.grid > 0 && tokens <= s.grid;
+}
+
 }  // namespace qr::kernels
 
 #endif  // QR_KERNELS_GPU_ONE_SHOT_FUSED_SLOTS_H_

@@ -45,7 +45,8 @@ bool RankState::FusedOneLaunch(const AllReduceRequest& request,
   if (!norm.one_launch || request.algorithm != Algorithm::kOneShot || norm.tokens == 0) {
     return false;
   }
-  return SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size).grid > 0;
+  return FusedOneLaunchPays(SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size),
+                            static_cast<int64_t>(norm.tokens));
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,

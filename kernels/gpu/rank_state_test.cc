@@ -219,7 +219,7 @@ ResidualRmsNormRequest Norm(size_t tokens, size_t hidden) {
 }
 
 // One launch exactly for one-shot requests whose rows fit the fused slots
-// (one_shot_fused_slots.h) and that allow it.
+// (one_shot_fused_slots.h), one row per block, and that allow it.
 TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2)));
   AllReduceRequest r = Request(2 * 4096, Codec::kFp, Algorithm::kOneShot);
@@ -239,9 +239,16 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   r.count = tokens * hidden;
   n = Norm(tokens, hidden);
   EXPECT_EQ(s.FusedOneLaunch(r, n),
-            FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
-                              608, FusedMaxGrid(64))
-                    .grid > 0);
+            FusedOneLaunchPays(
+                FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
+                                  608, FusedMaxGrid(64)),
+                static_cast<int64_t>(tokens)));
+  // More token rows than blocks (64 layout blocks: 16 fused blocks): a block
+  // would walk its rows one after another, and two launches are faster.
+  r.count = 16 * 4096;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(16, 4096)));
+  r.count = 17 * 4096;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 4096)));
 }
 
 // The epilogue's checks run before the all-reduce is enqueued: a misaligned

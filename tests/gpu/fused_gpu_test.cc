@@ -156,10 +156,11 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
   // The one-launch rule (kernels/gpu/one_shot_fused_slots.h) for this group.
   bool FitsOneLaunch(size_t tokens, size_t hidden) const {
-    return FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
-                             group_->max_blocks(), group_->world_size(), 608,
-                             FusedMaxGrid(group_->max_blocks()))
-               .grid > 0;
+    return FusedOneLaunchPays(
+        FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
+                          group_->max_blocks(), group_->world_size(), 608,
+                          FusedMaxGrid(group_->max_blocks())),
+        static_cast<int64_t>(tokens));
   }
 
   // A plain one-shot all-reduce of `count` elements on every rank, checked.
