@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "common/bytes.h"
 #include "common/status_macros.h"
+#include "kernels/geometry.h"
 #include "tools/cli_list.h"
 
 namespace qr::cost {
@@ -56,15 +57,27 @@ StatusOr<CollectiveCostOptions> ParseCollectiveCostArgs(Collective kind,
       app, "--iters", o.iters, [](const std::string& t) { return tools::ParseIntIn(t, 1, 10000); },
       "20");
   app.add_option("--csv", o.csv_path, "CSV output path");
+  app.add_flag("--one-shot", o.one_shot,
+               "the one-shot forms: the collective's and the all-reduce's one-shot kernels");
   QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &o.help));
-  if (o.sizes.empty())
+  if (o.sizes.empty() && o.one_shot) {
+    o.sizes = {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20};
+  } else if (o.sizes.empty()) {
     o.sizes = {size_t{1} << 20, size_t{16} << 20, size_t{64} << 20, size_t{256} << 20};
+  }
   if (o.dtypes.empty()) o.dtypes = {bench::BenchDType::kFp16, bench::BenchDType::kBf16};
   if (o.regimes.empty()) o.regimes = {Codec::kFp, Codec::kInt8, Codec::kInt4};
   std::sort(o.sizes.begin(), o.sizes.end());
   o.sizes.erase(std::unique(o.sizes.begin(), o.sizes.end()), o.sizes.end());
   const size_t unit = 16 * static_cast<size_t>(o.world_size);
+  const auto one_shot_max = static_cast<size_t>(kernels::OneShotMaxBytes(o.world_size));
   for (size_t b : o.sizes) {
+    if (o.one_shot && b > one_shot_max) {
+      return InvalidArgumentError("--sizes: " + std::to_string(b) +
+                                  " bytes is more than the one-shot region holds at world size " +
+                                  std::to_string(o.world_size) + " (" +
+                                  std::to_string(one_shot_max) + ")");
+    }
     if (b % unit != 0) {
       return InvalidArgumentError("--sizes: " + std::to_string(b) + " bytes is not a multiple of " +
                                   std::to_string(unit) + " (16-byte shards at world size " +
@@ -83,9 +96,10 @@ StatusOr<CollectiveCostOptions> ParseCollectiveCostArgs(Collective kind,
 std::string CollectiveCostUsage() {
   return "qr-kernel-cost --reduce-scatter|--all-gather [--sizes 1M,16M,64M,256M]\n"
          "    [--dtypes fp16,bf16] [--regimes FP,INT8,INT4] [--world-size 2] [--reps 7]\n"
-         "    [--iters 20] [--csv PATH]\n"
+         "    [--iters 20] [--csv PATH] [--one-shot]\n"
          "  The reduce-scatter or all-gather kernel against the two-shot all-reduce of the same\n"
-         "  whole message, every rank on GPU 0, graph-captured; sizes are whole messages.\n";
+         "  whole message, every rank on GPU 0, graph-captured; sizes are whole messages.\n"
+         "  --one-shot: both one-shot (sizes up to the one-shot region; default 4K,64K,1M).\n";
 }
 
 std::vector<CollectiveCostCell> PlanCollectiveCells(const CollectiveCostOptions& o) {
@@ -124,14 +138,15 @@ std::string CollectiveTableLine(const CollectiveCostResult& r) {
 }
 
 std::string CollectiveCsvHeader() {
-  return "collective,bytes,count,dtype,regime,all_reduce_us,collective_us,error\n";
+  return "collective,algorithm,bytes,count,dtype,regime,all_reduce_us,collective_us,error\n";
 }
 
-std::string CollectiveCsvLine(Collective kind, const CollectiveCostResult& r) {
+std::string CollectiveCsvLine(Collective kind, bool one_shot, const CollectiveCostResult& r) {
   char line[256];
-  std::snprintf(line, sizeof(line), "%s,%zu,%zu,%s,%s,%.3f,%.3f,", CollectiveCostKindName(kind),
-                r.cell.bytes, r.cell.count, bench::BenchDTypeName(r.cell.dtype),
-                CodecName(r.cell.codec), r.all_reduce_us, r.collective_us);
+  std::snprintf(line, sizeof(line), "%s,%s,%zu,%zu,%s,%s,%.3f,%.3f,", CollectiveCostKindName(kind),
+                one_shot ? "one-shot" : "two-shot", r.cell.bytes, r.cell.count,
+                bench::BenchDTypeName(r.cell.dtype), CodecName(r.cell.codec), r.all_reduce_us,
+                r.collective_us);
   std::string error = r.error;
   std::replace(error.begin(), error.end(), ',', ';');
   return line + error + "\n";

@@ -7,6 +7,11 @@
 // or phase 2), so issue 29's goal, at most the all-reduce's matching phase +
 // 10 %, reads here as a ratio of at most about 0.55 (half of the all-reduce,
 // + 10 %); the phases' exact split is not measurable on one GPU.
+// --one-shot times the one-shot forms instead (docs/collectives.md "One-shot
+// forms"): the collective's one-shot kernel against the one-shot all-reduce
+// of the same whole message, sizes up to the one-shot region; there the
+// collective sends 1 / world size (reduce-scatter) or 2 / world size
+// (all-gather) of the all-reduce's bytes per peer.
 //
 // This file is the host-side logic (flags, cells, outputs), tested in CI;
 // kernel_cost_collectives_main.cc drives the GPU.
@@ -30,8 +35,9 @@ struct CollectiveCostOptions {
   std::vector<bench::BenchDType> dtypes;         // default fp16,bf16
   std::vector<Codec> regimes;                    // default FP,INT8,INT4
   int world_size = 2;
-  int reps = 7;    // timed repetitions per cell (median reported)
-  int iters = 20;  // calls per repetition (one graph)
+  int reps = 7;           // timed repetitions per cell (median reported)
+  int iters = 20;         // calls per repetition (one graph)
+  bool one_shot = false;  // the one-shot forms (both kernels kOneShot)
   std::string csv_path;
   bool help = false;
 };
@@ -39,8 +45,9 @@ struct CollectiveCostOptions {
 // The arguments after "--reduce-scatter" / "--all-gather" (`kind`): --sizes
 // (whole-message bytes, "16M"; each a multiple of 16 x world size),
 // --dtypes (fp16,bf16,bf16cast), --regimes, --world-size, --reps, --iters,
-// --csv. kInvalidArgument naming the flag, or a size or regime the world
-// size cannot run.
+// --csv, --one-shot (default sizes then 4K,64K,1M; every size at most
+// OneShotMaxBytes(world size)). kInvalidArgument naming the flag, or a size
+// or regime the world size cannot run.
 [[nodiscard]] StatusOr<CollectiveCostOptions> ParseCollectiveCostArgs(
     Collective kind, const std::vector<std::string>& args);
 std::string CollectiveCostUsage();
@@ -65,7 +72,8 @@ const char* CollectiveCostKindName(Collective kind);
 std::string CollectiveTableHeader(Collective kind);
 std::string CollectiveTableLine(const CollectiveCostResult& r);
 std::string CollectiveCsvHeader();
-std::string CollectiveCsvLine(Collective kind, const CollectiveCostResult& r);
+// The algorithm column holds "one-shot" or "two-shot".
+std::string CollectiveCsvLine(Collective kind, bool one_shot, const CollectiveCostResult& r);
 
 // The mode's main (kernel_cost_collectives_main.cc, GPU flavours only): args
 // are those after the mode flag. Exit 0, 1 (setup failed), 2 (bad flags), 3

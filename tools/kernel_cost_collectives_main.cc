@@ -66,7 +66,7 @@ class CollectiveRunner {
   // are the whole message).
   Status Enqueue(int r, const CollectiveCostCell& cell, Collective kind) {
     const size_t count = kind == Collective::kAllReduce ? cell.bytes / 2 : cell.count;
-    LocalCall call{cell.dtype, cell.codec, count, 10000, /*one_shot=*/false};
+    LocalCall call{cell.dtype, cell.codec, count, 10000, o_.one_shot};
     call.collective = kind;
     return group_->Launch(r, call, in_[r].get(), out_[r].get());
   }
@@ -143,9 +143,9 @@ int RunCollectiveMain(Collective kind, const std::vector<std::string>& args) {
     return 1;
   }
   std::printf(
-      "# %s against the two-shot all-reduce of the same whole message, world size %d, every "
+      "# %s against the %s all-reduce of the same whole message, world size %d, every "
       "rank on GPU 0 (kernel costs, not link measurements), graph-captured, %d calls per graph\n",
-      name, o->world_size, o->iters);
+      name, o->one_shot ? "one-shot (both one-shot)" : "two-shot", o->world_size, o->iters);
   std::fputs(CollectiveTableHeader(kind).c_str(), stdout);
   std::string csv = CollectiveCsvHeader();
   int failures = 0;
@@ -154,7 +154,7 @@ int RunCollectiveMain(Collective kind, const std::vector<std::string>& args) {
     failures += r.error.empty() ? 0 : 1;
     std::fputs(CollectiveTableLine(r).c_str(), stdout);
     std::fflush(stdout);
-    csv += CollectiveCsvLine(kind, r);
+    csv += CollectiveCsvLine(kind, o->one_shot, r);
   }
   if (!o->csv_path.empty()) {
     FILE* f = std::fopen(o->csv_path.c_str(), "w");

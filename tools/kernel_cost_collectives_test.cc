@@ -59,6 +59,25 @@ TEST(KernelCostCollectivesTest, RefusesWhatTheWorldSizeCannotRun) {
               StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(KernelCostCollectivesTest, OneShotTakesSizesUpToTheOneShotRegion) {
+  auto o = ParseCollectiveCostArgs(Collective::kAllGather, {"--one-shot", "--world-size", "8"});
+  ASSERT_OK(o.status());
+  EXPECT_TRUE(o->one_shot);
+  EXPECT_EQ(o->sizes, (std::vector<size_t>{4 << 10, 64 << 10, 1 << 20}));
+  EXPECT_FALSE(ParseCollectiveCostArgs(Collective::kAllGather, {}).value().one_shot);
+  // The region holds 8 MiB / world size per source.
+  EXPECT_OK(ParseCollectiveCostArgs(Collective::kReduceScatter,
+                                    {"--one-shot", "--world-size", "2", "--sizes", "4M"})
+                .status());
+  EXPECT_THAT(ParseCollectiveCostArgs(Collective::kReduceScatter,
+                                      {"--one-shot", "--world-size", "4", "--sizes", "4M"})
+                  .status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_OK(
+      ParseCollectiveCostArgs(Collective::kReduceScatter, {"--world-size", "4", "--sizes", "4M"})
+          .status());
+}
+
 TEST(KernelCostCollectivesTest, LinesNameTheKindAndTheRatio) {
   CollectiveCostResult r;
   r.cell = {size_t{16} << 20, (size_t{16} << 20) / 4, WorkFormat::kBf16, Codec::kInt4};
@@ -66,11 +85,11 @@ TEST(KernelCostCollectivesTest, LinesNameTheKindAndTheRatio) {
   r.collective_us = 52.5;
   EXPECT_NE(CollectiveTableHeader(Collective::kAllGather).find("all-gather_us"), std::string::npos);
   EXPECT_NE(CollectiveTableLine(r).find("0.525"), std::string::npos);
-  EXPECT_EQ(CollectiveCsvLine(Collective::kReduceScatter, r),
-            "reduce-scatter,16777216,4194304,bf16,INT4,100.000,52.500,\n");
+  EXPECT_EQ(CollectiveCsvLine(Collective::kReduceScatter, false, r),
+            "reduce-scatter,two-shot,16777216,4194304,bf16,INT4,100.000,52.500,\n");
   r.error = "a, b";
-  EXPECT_EQ(CollectiveCsvLine(Collective::kAllGather, r),
-            "all-gather,16777216,4194304,bf16,INT4,100.000,52.500,a; b\n");
+  EXPECT_EQ(CollectiveCsvLine(Collective::kAllGather, true, r),
+            "all-gather,one-shot,16777216,4194304,bf16,INT4,100.000,52.500,a; b\n");
   EXPECT_NE(CollectiveTableLine(r).find("FAILED: a, b"), std::string::npos);
 }
 

@@ -1,6 +1,8 @@
 // Reduce-scatter and all-gather on GPUs: the two-shot's phases
 // (two_shot_phases.cuh) over the contiguous per-rank chunks of
-// kernels/collective_layout.h. Reduce-scatter is phase 1 (reduce_scatter.cu),
+// kernels/collective_layout.h, and for calls the policy sends one-shot the
+// one-shot forms (one_shot_collectives.cu, which this file's slot-row rules
+// do not concern: they use the one-shot region). Reduce-scatter is phase 1 (reduce_scatter.cu),
 // all-gather phase 2 (all_gather.cu); both are flag-family kernels for every
 // codec, with the all-reduce's slots, flags, colours, abort word and error
 // word. Included by those two files and by rank_state.cu (the launch).
@@ -80,6 +82,14 @@ struct ChunkTiles {
 // unsupported (INT3 at world size 4 or 8, values outside the enums).
 KernelFn ReduceScatterKernelFor(WorkFormat elem, int ws, Codec codec);
 KernelFn AllGatherKernelFor(WorkFormat elem, int ws, Codec codec);
+
+// The one-shot forms (one_shot_collectives.cu) for a call that
+// CollectiveRunsOneShot (collective_request.h): the reduce-scatter of
+// (elem, ws), exact values (kBf16Cast runs the bf16 kernel, the cast off),
+// and the all-gather of ws (bits copied, any format). nullptr if
+// unsupported.
+KernelFn OneShotReduceScatterKernelFor(WorkFormat elem, int ws);
+KernelFn OneShotAllGatherKernelFor(int ws);
 
 // The kernel K<elem, codec, its codec template, ws>::Get() of a flag-family
 // kernel template, as the two-shot's own choice does it.

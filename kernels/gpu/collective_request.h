@@ -1,15 +1,19 @@
-// Which phase kernel runs a reduce-scatter or all-gather request on a GPU
+// Which kernel runs a reduce-scatter or all-gather request on a GPU
 // (kernels/gpu/collective_kernels.cuh), constexpr so that CI tests it
 // without a GPU. The host references are the specification of the bits:
 // ReduceScatterParamsFor / AllGatherParamsFor (kernels/reduce_scatter_
 // reference.h, kernels/all_gather_reference.h) say that a call the policy
 // sends one-shot moves exact values, and an FP all-gather copies bits (the
-// bf16 cast ignored). Both run on the phase kernels, which give exactly
-// those bits with the FP codec and the cast off: there is no one-shot
-// kernel of these collectives.
+// bf16 cast ignored). A one-shot call whose wire fits the one-shot region
+// runs the one-shot kernel (one_shot_collectives.cu), which moves exact
+// values; any other call runs the phase kernel, which gives exactly those
+// bits with the FP codec and the cast off.
 #ifndef QR_KERNELS_GPU_COLLECTIVE_REQUEST_H_
 #define QR_KERNELS_GPU_COLLECTIVE_REQUEST_H_
 
+#include <cstdint>
+
+#include "kernels/gpu/one_shot_collective_wire.h"
 #include "kernels/types.h"
 
 namespace qr::kernels {
@@ -43,6 +47,15 @@ constexpr PhaseKernelChoice CollectivePhaseKernel(Collective collective, WorkFor
     return {WithoutCast(format), Codec::kFp};
   }
   return {format, codec};
+}
+
+// Whether a reduce-scatter or all-gather of `count` values per rank that
+// ChooseAlgorithm sent `algorithm` runs the one-shot kernel: kOneShot and
+// the wire fits (OneShotCollectiveFits). Otherwise the phase kernel of
+// CollectivePhaseKernel runs it, whose bits are the same for kOneShot.
+constexpr bool CollectiveRunsOneShot(Collective collective, Algorithm algorithm, int64_t count,
+                                     int world_size) {
+  return algorithm == Algorithm::kOneShot && OneShotCollectiveFits(collective, count, world_size);
 }
 
 }  // namespace qr::kernels

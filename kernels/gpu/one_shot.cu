@@ -21,9 +21,15 @@
 // next kernel on the stream starts after this one ended (graph replays
 // too; launched with programmatic overlap, it waits for that end before its
 // first read, platform::WaitForPriorKernels). No end-of-kernel atomic, no
-// last block. A kernel that gives up sets
-// the rank's sticky error word, and every later call returns before it
-// reads a count, so a count advanced by a failed call is never used.
+// last block (BeginOneShotBlock, one_shot_device.cuh). A kernel that gives
+// up sets the rank's sticky error word, and every later call returns before
+// it reads a count, so a count advanced by a failed call is never used.
+//
+// The one-shot reduce-scatter and all-gather (one_shot_collectives.cu) lay
+// their wire over the same rows with the same blocks and counts, and in
+// each of their runs of block b every rank also receives at least one atom
+// of row b from every peer, so the argument below covers any sequence of
+// them, of this kernel and of the fused one (one_shot_fused_slots.h).
 //
 // Why zeroing right after reading is safe with two phases. Take row R of
 // block b and b's n-th run, which reads phase n & 1. Peer q wrote our slot
@@ -49,36 +55,11 @@
 namespace qr::kernels::gpu {
 namespace {
 
-// Grids larger than this gate their polling (below). A single block (4 KiB
-// and below) polls at once: there the barrier costs more than the polling.
-inline constexpr unsigned kOneShotGateBlocks = 1;
-
-// The atom a peer pushes last for this block: the highest one of its last
-// row. Each thread of the peer's block pushes its atoms row by row, so this
-// is among the last stores to land; block b's first atom, which the gate
-// polled before, lands with the first stores and says nothing of the rest.
-// Most calls give a block one row (rows <= OneShotStrideBlocks), and then
-// the last atom is the row's last thread's, stored by another warp at about
-// the same time: the gate holds the block for most of the transfer, not all
-// of it. Nothing depends on the order: the gate only keeps the other
-// threads off the lines still being written, and every thread still polls
-// each of its atoms before it reads it.
-QR_DEVICE_INLINE size_t LastAtomOfBlock(size_t atoms, size_t stride) {
-  const size_t row_atoms = kOneShotThreads;
-  const size_t first_row = blockIdx.x;
-  const size_t rows = (atoms + row_atoms - 1) / row_atoms;
-  const size_t last_row =
-      first_row + (rows - 1 - first_row) / (stride / row_atoms) * (stride / row_atoms);
-  const size_t end = last_row * row_atoms + row_atoms;
-  return (end < atoms ? end : atoms) - 1;
-}
-
 template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p) {
   // Before anything the previous kernel may touch (programmatic launch,
   // kernels/platform/launch.cuh): the counts, the slots, the input.
   platform::WaitForPriorKernels();
-  constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   const size_t atoms = p.bytes / 16;
   const size_t first = static_cast<size_t>(blockIdx.x) * kOneShotThreads + threadIdx.x;
@@ -87,17 +68,8 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   // while thread 0 reads the count and the block meets at the barrier.
   Vec16 first_in{};
   if (first < atoms) first_in = platform::LoadInput16(p.in + first * 16);
-  __shared__ uint32_t gave_up, call;
-  if (threadIdx.x == 0) {
-    gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
-    const uint32_t c = p.oneshot_counter[blockIdx.x];
-    p.oneshot_counter[blockIdx.x] = c + 1;
-    call = c;
-  }
-  __syncthreads();
-  if (gave_up != kGpuErrorNone) return;
-
-  const size_t phase = (call & 1u) * static_cast<size_t>(kOneShotRegionBytes);
+  size_t phase;
+  if (!BeginOneShotBlock(p, phase)) return;
   const size_t my_slot = p.oneshot + phase + p.rank * kPerSource;
 
   for (size_t a = first; a < atoms; a += stride) {
@@ -110,51 +82,13 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotKernel(KernelParams p)
   }
 
   char* const mine = p.buffers[p.rank] + p.oneshot + phase;
-  // While the peers' data is still on its way only thread 0 polls (the last
-  // atom each source pushes for this block, LastAtomOfBlock); the others wait
-  // at the barrier. Thousands of threads polling the very lines the peers are
-  // writing slow the arrival down when one rank starts well before the other,
-  // as eager callers do (docs/performance.md, "Measurements behind the
-  // kernels' choices" and "Known problems").
-  bool ok = true;
-  if (gridDim.x > kOneShotGateBlocks) {  // the same on every thread
-    __shared__ uint32_t gate_ok;
-    if (threadIdx.x == 0) {
-      const size_t gate = LastAtomOfBlock(atoms, stride);
-      bool arrived = true;
-#pragma unroll
-      for (int s = 0; s < kWs; ++s) {
-        Vec16 v;
-        if (s != p.rank && arrived) {
-          arrived = Receive(mine + s * kPerSource + gate * 16, v, p);
-        }
-      }
-      gate_ok = arrived ? 1u : 0u;
-    }
-    __syncthreads();
-    ok = gate_ok != 0;
-  }
+  bool ok = OneShotGate<kWs>(p, mine, atoms, stride);
   for (size_t a = first; a < atoms && ok; a += stride) {
     // Our own values, loaded before the polls so that the load overlaps them.
-    const Vec16 own = FromWire(
-        ToWire(Elem<kElem>::In(a == first ? first_in : platform::LoadInput16(p.in + a * 16))));
-    float acc[8];
-#pragma unroll
-    for (int s = 0; s < kWs; ++s) {
-      if (!ok) continue;  // not break: the loop must stay unrollable
-      Vec16 v = own;
-      if (s != p.rank) {
-        char* src = mine + s * kPerSource + a * 16;
-        ok = Receive(src, v, p);
-        platform::StoreRemote16(src, Vec16{});
-        v = FromWire(v);
-      }
-      float f[8];
-      Unpack<kBf16>(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = s == 0 ? f[e] : platform::AddRn(acc[e], f[e]);
-    }
-    if (ok) platform::StoreOutput16(p.out + a * 16, Elem<kElem>::Out(Pack<kBf16>(acc)));
+    const Vec16 own = a == first ? first_in : platform::LoadInput16(p.in + a * 16);
+    Vec16 sum;
+    ok = ReceiveSum<kElem, kWs>(p, mine, a * 16, own, sum);
+    if (ok) platform::StoreOutput16(p.out + a * 16, sum);
   }
 }
 

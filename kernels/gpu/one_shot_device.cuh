@@ -1,6 +1,9 @@
-// The one-shot kernels' wire and receive (kernels/gpu/one_shot.cu explains
-// the protocol): the plain all-reduce and the fused all-reduce + residual +
-// RMSNorm (one_shot_fused.cu) move their atoms the same way.
+// The one-shot kernels' wire, start, gate and receive (kernels/gpu/one_shot.cu
+// explains the protocol): the plain all-reduce, the fused all-reduce +
+// residual + RMSNorm (one_shot_fused.cu) and the one-shot reduce-scatter and
+// all-gather (one_shot_collectives.cu) move their atoms the same way, and
+// every one of them that sums does it in ReceiveSum, so all give the bits of
+// kernels/one_shot_reference.h.
 #ifndef QR_KERNELS_GPU_ONE_SHOT_DEVICE_CUH_
 #define QR_KERNELS_GPU_ONE_SHOT_DEVICE_CUH_
 
@@ -53,6 +56,114 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
     if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
     if (spins > kOneShotSpinPolls) platform::PollPause();
   }
+}
+
+// A block's start in the kernels whose block b owns slot rows b, b + S, ...
+// (the plain one-shot layout; one_shot.cu says why this is all the
+// synchronization a call needs): thread 0 reads the sticky error word and
+// the block's call count and stores count + 1 at once (nothing else in the
+// grid touches the word); the count's parity picks the phase, returned as
+// the byte offset of its half of the region. False: an earlier call gave
+// up; return before touching a slot (a count advanced by a failed call is
+// never used). Every thread calls it (a block barrier).
+QR_DEVICE_INLINE bool BeginOneShotBlock(const KernelParams& p, size_t& phase_offset) {
+  __shared__ uint32_t gave_up, call;
+  if (threadIdx.x == 0) {
+    gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
+    const uint32_t c = p.oneshot_counter[blockIdx.x];
+    p.oneshot_counter[blockIdx.x] = c + 1;
+    call = c;
+  }
+  __syncthreads();
+  phase_offset = (call & 1u) * static_cast<size_t>(kOneShotRegionBytes);
+  return gave_up == kGpuErrorNone;
+}
+
+// Grids larger than this gate their polling (OneShotGate). A single block
+// (4 KiB of wire and below) polls at once: there the barrier costs more than
+// the polling.
+inline constexpr unsigned kOneShotGateBlocks = 1;
+
+// The atom a peer pushes last for this block, of `atoms` wire atoms laid
+// out as the plain kernel lays them: the highest one of the block's last
+// row. Each thread of the peer's block pushes its atoms row by row, so this
+// is among the last stores to land; block b's first atom lands with the
+// first stores and says nothing of the rest. Most calls give a block one
+// row, and then the last atom is the row's last thread's, stored by another
+// warp at about the same time: the gate holds the block for most of the
+// transfer, not all of it. Nothing depends on the order: the gate only
+// keeps the other threads off the lines still being written, and every
+// thread still polls each of its atoms before it reads it.
+QR_DEVICE_INLINE size_t LastAtomOfBlock(size_t atoms, size_t stride) {
+  const size_t row_atoms = kOneShotThreads;
+  const size_t first_row = blockIdx.x;
+  const size_t rows = (atoms + row_atoms - 1) / row_atoms;
+  const size_t last_row =
+      first_row + (rows - 1 - first_row) / (stride / row_atoms) * (stride / row_atoms);
+  const size_t end = last_row * row_atoms + row_atoms;
+  return (end < atoms ? end : atoms) - 1;
+}
+
+// While the peers' data is still on its way only thread 0 polls (every
+// source's LastAtomOfBlock in `mine`, this rank's region at the call's
+// phase); the others wait at the barrier. Thousands of threads polling the
+// very lines the peers are writing slow the arrival down when one rank
+// starts well before the other, as eager callers do (docs/performance.md,
+// "Measurements behind the kernels' choices" and "Known problems"). False
+// when the wait gave up. Every thread calls it; the answer is the same on
+// all of them. Polls without clearing: the receive reads the atom again.
+template <int kWs>
+QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_t atoms,
+                                  size_t stride) {
+  if (gridDim.x <= kOneShotGateBlocks) return true;  // the same on every thread
+  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  __shared__ uint32_t gate_ok;
+  if (threadIdx.x == 0) {
+    const size_t gate = LastAtomOfBlock(atoms, stride);
+    bool arrived = true;
+#pragma unroll
+    for (int s = 0; s < kWs; ++s) {
+      Vec16 v;
+      if (s != p.rank && arrived) arrived = Receive(mine + s * kPerSource + gate * 16, v, p);
+    }
+    gate_ok = arrived ? 1u : 0u;
+  }
+  __syncthreads();
+  return gate_ok != 0;
+}
+
+// The one-shot reduce of one atom (kernels/one_shot_reference.h
+// ReduceOneShot): this rank's own input atom `own_in` (input bits, taken
+// through the wire form as a peer's would be) and every peer's wire atom at
+// mine + s * OneShotMaxBytes(ws) + off (`mine`: this rank's region at the
+// call's phase), each polled until it arrived and zeroed right after it was
+// read, summed in fp32 in rank order 0..ws-1 and rounded once into *out.
+// False when a wait gave up (the sticky error is set; *out is untouched).
+template <WorkFormat kElem, int kWs>
+QR_DEVICE_INLINE bool ReceiveSum(const KernelParams& p, char* mine, size_t off, const Vec16& own_in,
+                                 Vec16& out) {
+  constexpr bool kBf16 = Elem<kElem>::kMathBf16;
+  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  const Vec16 own = FromWire(ToWire(Elem<kElem>::In(own_in)));
+  bool ok = true;
+  float acc[8];
+#pragma unroll
+  for (int s = 0; s < kWs; ++s) {
+    if (!ok) continue;  // not break: the loop must stay unrollable
+    Vec16 v = own;
+    if (s != p.rank) {
+      char* src = mine + s * kPerSource + off;
+      ok = Receive(src, v, p);
+      platform::StoreRemote16(src, Vec16{});
+      v = FromWire(v);
+    }
+    float f[8];
+    Unpack<kBf16>(v, f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = s == 0 ? f[e] : platform::AddRn(acc[e], f[e]);
+  }
+  if (ok) out = Elem<kElem>::Out(Pack<kBf16>(acc));
+  return ok;
 }
 
 }  // namespace qr::kernels::gpu

@@ -117,25 +117,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
         if (one_pass) weight = platform::LoadInput16(fp.weight + c * 16);
         const size_t from = slot(i * chunks + c);
         // The one-shot all-reduce, bit for bit (one_shot.cu).
-        const Vec16 own = FromWire(ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + off))));
-        float acc[8];
-#pragma unroll
-        for (int s = 0; s < kWs; ++s) {
-          if (!ok) continue;  // not break: the loop must stay unrollable
-          Vec16 v = own;
-          if (s != p.rank) {
-            char* src = mine + from + s * kPerSource;
-            ok = Receive(src, v, p);
-            platform::StoreRemote16(src, Vec16{});
-            v = FromWire(v);
-          }
-          float f[8];
-          Unpack<kBf16>(v, f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[e] = s == 0 ? f[e] : platform::AddRn(acc[e], f[e]);
-        }
+        Vec16 x;
+        ok = ReceiveSum<kElem, kWs>(p, mine, from, platform::LoadInput16(p.in + off), x);
         if (ok) {
-          Vec16 x = Elem<kElem>::Out(Pack<kBf16>(acc));
           // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
           if (fp.residual != nullptr) {
             float a[8], b[8];

@@ -14,6 +14,7 @@
 #include "kernels/collective_layout.h"
 #include "kernels/gpu/collective_kernels.cuh"
 #include "kernels/gpu/collective_request.h"
+#include "kernels/gpu/one_shot_collective_wire.h"
 #include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/rank_state_impl.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -24,6 +25,8 @@ namespace qr::kernels {
 namespace {
 
 constexpr int kPhaseKernelSlots = kNumWorkFormats * kNumCodecs;
+constexpr int kOneShotKernelSlots = 3 * kNumWorkFormats;
+static_assert(kOneShotKernelSlots + 3 * kPhaseKernelSlots == kKernelSlots, "one slot per kernel");
 
 Status ValidateConfig(const RankConfig& c) {
   QR_RETURN_IF_ERROR(ValidateWorldSize(c.world_size));
@@ -68,22 +71,33 @@ gpu::KernelParams ParamsTemplate(const RankConfig& c, const TwoShotLayout& l) {
 
 bool IsOneShot(const AllReduceRequest& r) { return r.algorithm == Algorithm::kOneShot; }
 
-// A reduce-scatter or all-gather (the phase kernels of collective_kernels.cuh).
+// A reduce-scatter or all-gather (collective_kernels.cuh).
 bool IsPhaseCollective(const AllReduceRequest& r) {
   return r.collective == Collective::kReduceScatter || r.collective == Collective::kAllGather;
 }
 
-// The request as the kernels run it: a reduce-scatter or all-gather on the
-// phase kernel of CollectivePhaseKernel (always kTwoShot from here on); an
-// all-reduce as it is.
-AllReduceRequest KernelRequest(const AllReduceRequest& r) {
+// The request as the kernels run it: a reduce-scatter or all-gather that
+// CollectiveRunsOneShot stays kOneShot (its one-shot kernel, FP, the cast
+// off); any other one runs on the phase kernel of CollectivePhaseKernel
+// (kTwoShot from here on); an all-reduce as it is.
+AllReduceRequest KernelRequest(const AllReduceRequest& r, int world_size) {
   if (!IsPhaseCollective(r)) return r;
   AllReduceRequest k = r;
   const PhaseKernelChoice c = CollectivePhaseKernel(r.collective, r.format, r.codec, r.algorithm);
   k.format = c.format;
   k.codec = c.codec;
-  k.algorithm = Algorithm::kTwoShot;
+  k.algorithm =
+      CollectiveRunsOneShot(r.collective, r.algorithm, static_cast<int64_t>(r.count), world_size)
+          ? Algorithm::kOneShot
+          : Algorithm::kTwoShot;
   return k;
+}
+
+// Bytes one source puts into a peer's one-shot region.
+size_t OneShotWireBytes(const AllReduceRequest& r) {
+  if (!IsPhaseCollective(r)) return r.count * 2;
+  return static_cast<size_t>(
+      OneShotCollectiveWireBytes(r.collective, static_cast<int64_t>(r.count)));
 }
 
 // Tiles of a call: the message's for an all-reduce, CollectiveTiles of the
@@ -110,7 +124,7 @@ Status ValidateRequest(const AllReduceRequest& r, int world_size) {
   if (!IsWholeMessageUnits(bytes)) {
     return InvalidArgumentError("message bytes must be a multiple of 16");
   }
-  if (one_shot && bytes > static_cast<size_t>(OneShotMaxBytes(world_size))) {
+  if (one_shot && OneShotWireBytes(r) > static_cast<size_t>(OneShotMaxBytes(world_size))) {
     return InvalidArgumentError(
         "one-shot takes at most " + std::to_string(OneShotMaxBytes(world_size)) +
         " bytes at world size " + std::to_string(world_size) + ", got " + std::to_string(bytes));
@@ -125,11 +139,14 @@ Status ValidateRequest(const AllReduceRequest& r, int world_size) {
 
 // Of a KernelRequest; nullptr for a format or codec outside the enums.
 gpu::KernelFn KernelFor(const AllReduceRequest& r, int world_size) {
+  const bool one_shot = IsOneShot(r);
   switch (r.collective) {
     case Collective::kReduceScatter:
-      return gpu::ReduceScatterKernelFor(r.format, world_size, r.codec);
+      return one_shot ? gpu::OneShotReduceScatterKernelFor(r.format, world_size)
+                      : gpu::ReduceScatterKernelFor(r.format, world_size, r.codec);
     case Collective::kAllGather:
-      return gpu::AllGatherKernelFor(r.format, world_size, r.codec);
+      return one_shot ? gpu::OneShotAllGatherKernelFor(world_size)
+                      : gpu::AllGatherKernelFor(r.format, world_size, r.codec);
     default:
       break;
   }
@@ -137,14 +154,16 @@ gpu::KernelFn KernelFor(const AllReduceRequest& r, int world_size) {
                       : gpu::TwoShotKernelFor(r.format, world_size, r.codec);
 }
 
-// Only for a request KernelFor has a kernel for (valid enum values).
+// Only for a request KernelFor has a kernel for (valid enum values): the
+// one-shot kernels of each family and format, then the flag-family ones of
+// each family, format and codec (rank_state_impl.cuh kKernelSlots).
 int KernelSlot(const AllReduceRequest& r) {
   const int format = static_cast<int>(r.format);
-  if (IsOneShot(r)) return format;
   const int family = r.collective == Collective::kReduceScatter ? 1
                      : r.collective == Collective::kAllGather   ? 2
                                                                 : 0;
-  return kNumWorkFormats + family * kPhaseKernelSlots + format * kNumCodecs +
+  if (IsOneShot(r)) return family * kNumWorkFormats + format;
+  return kOneShotKernelSlots + family * kPhaseKernelSlots + format * kNumCodecs +
          static_cast<int>(r.codec);
 }
 
@@ -182,14 +201,16 @@ StatusOr<int> ResidentGridCap(const AllReduceRequest& r, gpu::KernelFn fn, int m
 // most the cap, as the two-shot does.
 StatusOr<int> GridFor(const AllReduceRequest& r, size_t bytes, int cap, int max_blocks,
                       int world_size) {
+  if (IsOneShot(r)) {
+    const int grid = gpu::OneShotGrid(OneShotWireBytes(r), max_blocks, world_size);
+    if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
+    return grid;
+  }
   if (IsPhaseCollective(r)) {
     const size_t tiles = TilesOf(r, world_size);
     return static_cast<int>(tiles < static_cast<size_t>(cap) ? tiles : cap);
   }
-  if (!IsOneShot(r)) return TwoShotGrid(bytes, cap);
-  const int grid = gpu::OneShotGrid(bytes, max_blocks, world_size);
-  if (grid > cap) return InternalError("one-shot grid exceeds the resident blocks");
-  return grid;
+  return TwoShotGrid(bytes, cap);
 }
 
 }  // namespace
@@ -224,7 +245,7 @@ const TwoShotLayout& RankState::layout() const { return impl_->layout; }
 
 Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream) const {
   const int ws = impl_->config.world_size;
-  const AllReduceRequest request = KernelRequest(asked);
+  const AllReduceRequest request = KernelRequest(asked, ws);
   QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
   if (request.count == 0) return OkStatus();
   const gpu::KernelFn fn = KernelFor(request, ws);

@@ -5,9 +5,9 @@
 // the kernels' parameter template computed then. Each call hands over a small
 // AllReduceRequest; Launch validates it, fills in the call's buffers and size
 // and enqueues ONE kernel (one-shot or two-shot, kernels/gpu/two_shot.h; a
-// reduce-scatter or all-gather, kernels/gpu/collective_kernels.cuh) on
-// the caller's stream, also inside stream capture. Every rank must issue the
-// same sequence of requests, as with any collective.
+// reduce-scatter or all-gather, one-shot or phase kernel,
+// kernels/gpu/collective_kernels.cuh) on the caller's stream, also inside stream capture. Every
+// rank must issue the same sequence of requests, as with any collective.
 //
 //   QR_ASSIGN_OR_RETURN(kernels::RankState state, kernels::RankState::Create(config));
 //   QR_RETURN_IF_ERROR(state.Launch({in, out, count, format, codec, algorithm}, stream));
@@ -69,8 +69,9 @@ struct AllReduceRequest {
   // count (out == in + rank * count allowed), an all-gather's `in` count and
   // its `out` world_size * count (in == out + rank * count allowed);
   // kernels/collective_layout.h. Their `algorithm` is the policy's choice
-  // for the whole message; kOneShot runs the phase kernel with exact values
-  // (kernels/gpu/collective_request.h), with no size limit of its own.
+  // for the whole message; kOneShot moves exact values, on the one-shot
+  // kernel where its wire fits the one-shot region, else on the FP phase
+  // kernel (kernels/gpu/collective_request.h): no size limit of its own.
   // kAllReduceResidualRmsNorm goes through LaunchResidualRmsNorm.
   Collective collective = Collective::kAllReduce;
 };

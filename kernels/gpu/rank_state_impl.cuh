@@ -12,10 +12,11 @@
 
 namespace qr::kernels {
 
-// One cached grid cap per kernel a rank can launch: the one-shot kernel of
-// each work format, then the two-shot, reduce-scatter and all-gather kernels
-// of each (format, codec).
-inline constexpr int kKernelSlots = kNumWorkFormats + 3 * kNumWorkFormats * kNumCodecs;
+// One cached grid cap per kernel a rank can launch: the one-shot all-reduce,
+// reduce-scatter and all-gather kernels of each work format, then the
+// two-shot, reduce-scatter and all-gather phase kernels of each (format,
+// codec).
+inline constexpr int kKernelSlots = 3 * kNumWorkFormats + 3 * kNumWorkFormats * kNumCodecs;
 
 struct RankState::Impl {
   RankConfig config;

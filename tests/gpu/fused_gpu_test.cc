@@ -7,8 +7,9 @@
 // place (residual_out = residual, norm_out = in) and not; one-shot requests
 // as one kernel (kernels/gpu/one_shot_fused.cu) where their rows fit and as
 // the all-reduce plus the epilogue kernel, and fused calls interleaved with
-// plain one-shot all-reduces (they share the one-shot region and its
-// per-area counts), and some of each with programmatic dependent launch.
+// plain one-shot all-reduces and one-shot reduce-scatters / all-gathers
+// (they share the one-shot region and its per-area counts), and some of
+// each with programmatic dependent launch.
 // Every rank's residual_out and norm_out must equal the
 // host reference (kernels/rmsnorm_reference.h) bit for bit.
 #include <gtest/gtest.h>
@@ -19,12 +20,15 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/all_gather_reference.h"
 #include "kernels/geometry.h"
+#include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/local_group.h"
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/reduce_scatter_reference.h"
 #include "kernels/rmsnorm_reference.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
@@ -196,6 +200,50 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     }
   }
 
+  // A one-shot reduce-scatter or all-gather of `count` per rank
+  // (kernels/gpu/one_shot_collectives.cu, the same region and counts).
+  void RunOneShotCollective(Collective kind, size_t count, uint64_t seed) {
+    const auto [ws, format] = GetParam();
+    SCOPED_TRACE("one-shot collective " + std::to_string(static_cast<int>(kind)) + " " +
+                 std::to_string(count));
+    ASSERT_TRUE(CollectiveRunsOneShot(kind, Algorithm::kOneShot, static_cast<int64_t>(count), ws));
+    const bool rs = kind == Collective::kReduceScatter;
+    const size_t in_n = rs ? ws * count : count;
+    const size_t out_n = rs ? count : ws * count;
+    std::deque<DeviceVec> keep;
+    std::vector<std::vector<uint16_t>> in(ws), want(ws, std::vector<uint16_t>(out_n));
+    std::vector<const void*> d_in(ws);
+    std::vector<void*> d_out(ws);
+    for (int r = 0; r < ws; ++r) {
+      in[r] = testing::MakeInput(WorkFormatDType(format), in_n, seed * 131 + r, true);
+      void* a = Alloc(r, in_n * 2, &keep);
+      d_out[r] = Alloc(r, out_n * 2, &keep);
+      ASSERT_TRUE(a && d_out[r]);
+      ASSERT_OK(gpu::Memcpy(a, in[r].data(), in_n * 2));
+      d_in[r] = a;
+    }
+    LocalCall call{format, Codec::kInt8, count, 10000, /*one_shot=*/true};
+    call.collective = kind;
+    ASSERT_OK(group_->LaunchAll(call, d_in, d_out));
+    ASSERT_OK(group_->Synchronize());
+    for (int r = 0; r < ws; ++r) ASSERT_EQ(group_->error(r), kGpuErrorNone);
+    std::vector<const uint16_t*> ins;
+    std::vector<uint16_t*> outs;
+    for (int r = 0; r < ws; ++r) {
+      ins.push_back(in[r].data());
+      outs.push_back(want[r].data());
+    }
+    const TwoShotParams p = testing::ReferenceParams(format, Codec::kInt8, ws, count);
+    ASSERT_OK(rs ? ReferenceReduceScatter(ReduceScatterParamsFor(p, Algorithm::kOneShot),
+                                          ins.data(), outs.data())
+                 : ReferenceAllGather(AllGatherParamsFor(p, Algorithm::kOneShot), ins.data(),
+                                      outs.data()));
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_OK(gpu::SetDevice(group_->device(r)));
+      EXPECT_EQ(FirstDifference(Download(d_out[r], out_n), want[r]), "") << "rank " << r;
+    }
+  }
+
   std::unique_ptr<LocalGroup> group_;
   int one_launch_calls_ = 0;
 };
@@ -233,6 +281,8 @@ TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
   const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(group_->world_size()));
   const size_t fused[][2] = {{1, 4096}, {33, 2056}, {2, 8192}, {7, 1032}, {64, 4096}};
   const size_t plain[] = {8, 2048 * 5 + 8, 100000, one_shot_max / 2, 2056};
+  // Whole messages of the one-shot reduce-scatters / all-gathers in between.
+  const size_t collective[] = {64, 2048 * 9, one_shot_max, 4096, 100000};
   uint64_t seed = 1000;
   for (int rep = 0; rep < 2; ++rep) {
     for (size_t i = 0; i < 5; ++i) {
@@ -241,6 +291,11 @@ TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
         if (HasFatalFailure()) return;
       }
       RunPlainOneShot(plain[i], seed++);
+      if (HasFatalFailure()) return;
+      // The one-shot reduce-scatter and all-gather share the region too.
+      const size_t per_rank = collective[i] / static_cast<size_t>(group_->world_size()) / 8 * 8;
+      RunOneShotCollective(i % 2 == 0 ? Collective::kReduceScatter : Collective::kAllGather,
+                           per_rank, seed++);
       if (HasFatalFailure()) return;
     }
   }
