@@ -113,7 +113,8 @@ class FusedRunner {
                                       cell.tokens,
                                       cell.hidden,
                                       1e-6f,
-                                      /*one_launch=*/v != Variant::kFusedTwoLaunches};
+                                      /*one_launch=*/v != Variant::kFusedTwoLaunches,
+                                      /*split_rows=*/v != Variant::kFusedTwoLaunches};
     const size_t bytes = cell.tokens * cell.hidden * 2;
     switch (v) {
       case Variant::kAllReduce:

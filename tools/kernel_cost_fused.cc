@@ -49,6 +49,8 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
       [](const std::string& t) { return tools::ParseIntIn(t, 1, 1 << 24); }, "4096");
   bool no_gemm = false;
   app.add_flag("--no-gemm", no_gemm, "skip the variants with a stand-in GEMM before the call");
+  app.add_flag("--two-shot", o.two_shot,
+               "every cell two-shot: the row-split form where the tokens split over the ranks");
   app.add_option("--csv", o.csv_path, "CSV output path");
   QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &o.help));
   o.gemm = !no_gemm;
@@ -64,12 +66,13 @@ std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
   return tool +
          " [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
          "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100]\n"
-         "    [--gemm-rounds 4096] [--no-gemm] [--csv PATH]\n"
+         "    [--gemm-rounds 4096] [--no-gemm] [--two-shot] [--csv PATH]\n"
          "  The fused all-reduce + residual + RMSNorm against the same all-reduce alone and\n"
          "  followed by a separate RMSNorm kernel, as one launch and two, " +
          (one_gpu ? "every rank on\n  GPU 0" : "one GPU per\n  rank") +
          ", graph-captured; then after a stand-in GEMM, with and without\n"
-         "  programmatic dependent launch.\n";
+         "  programmatic dependent launch. --two-shot: every cell two-shot (fused is then the\n"
+         "  row-split form where the tokens split over the ranks).\n";
 }
 
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
@@ -77,8 +80,8 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
   for (size_t hidden : o.hiddens) {
     for (bench::BenchDType dtype : o.dtypes) {
       for (size_t tokens : o.tokens) {
-        const bool fits =
-            static_cast<int64_t>(tokens * hidden * 2) <= kernels::OneShotMaxBytes(o.world_size);
+        const bool fits = !o.two_shot && static_cast<int64_t>(tokens * hidden * 2) <=
+                                             kernels::OneShotMaxBytes(o.world_size);
         cells.push_back({tokens, hidden, dtype, fits ? Algorithm::kOneShot : Algorithm::kTwoShot});
       }
     }

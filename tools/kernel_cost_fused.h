@@ -7,8 +7,10 @@
 //   unfused     the all-reduce, then a separate RMSNorm kernel launch
 //               (LaunchResidualRmsNormEpilogue), as a caller would pair them;
 //   fused       the fused request (RankState::LaunchResidualRmsNorm): one
-//               kernel where the one-shot rows fit, else two;
-//   fused2      the fused request forced to two launches (one_launch off);
+//               kernel where the one-shot rows fit, the row-split form for
+//               two-shot cells whose tokens split over the ranks, else two;
+//   fused2      the fused request forced to the all-reduce and the epilogue
+//               on every row (one_launch and split_rows off);
 // and fused / unfused and fused - all-reduce (issue 28's goals: at most 0.75
 // and at most 1 us); then, with a stand-in GEMM before every call
 // (kernels/gpu/stand_in_gemm.h),
@@ -17,7 +19,9 @@
 //   gemm+pdl    the same with programmatic dependent launch (Hopper+;
 //               elsewhere the same launches as gemm+fused),
 // and pdl gain = gemm+fused - gemm+pdl. The algorithm is one-shot where the
-// message fits the one-shot region, else two-shot FP.
+// message fits the one-shot region, else two-shot FP; --two-shot makes
+// every cell two-shot FP, so that fused against fused2 is the row-split
+// form against the two launches (kernels/fused_split.h).
 //
 // This file is the host-side logic (flags, cells, outputs), tested in CI;
 // kernel_cost_fused_main.cc drives the GPU.
@@ -43,12 +47,13 @@ struct FusedCostOptions {
   int iters = 100;         // calls per repetition (one graph)
   int gemm_rounds = 4096;  // the stand-in GEMM's multiply-adds per thread
   bool gemm = true;        // time the variants with the stand-in GEMM
+  bool two_shot = false;   // every cell two-shot (the row-split form's cells)
   std::string csv_path;
   bool help = false;
 };
 
 // The arguments after "--fused": --tokens, --hiddens, --dtypes (fp16,bf16),
-// --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --csv.
+// --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --two-shot, --csv.
 // kInvalidArgument naming the flag.
 [[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);
 // The --help text of `tool` ("qr-kernel-cost --fused", "qr-bench --fused").
@@ -58,7 +63,8 @@ struct FusedCostCell {
   size_t tokens = 0;
   size_t hidden = 0;
   bench::BenchDType dtype = bench::BenchDType::kFp16;
-  Algorithm algorithm = Algorithm::kOneShot;  // one-shot when tokens x hidden fits it
+  // One-shot when tokens x hidden fits it and --two-shot is off.
+  Algorithm algorithm = Algorithm::kOneShot;
 };
 // Hiddens, then dtypes, then tokens ascending.
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o);

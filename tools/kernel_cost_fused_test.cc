@@ -21,6 +21,7 @@ TEST(KernelCostFusedTest, DefaultsCoverTheIssuesGrid) {
   EXPECT_EQ(o->dtypes.size(), 2u);
   EXPECT_EQ(o->world_size, 2);
   EXPECT_TRUE(o->gemm);
+  EXPECT_FALSE(o->two_shot);
   EXPECT_EQ(o->gemm_rounds, 4096);
   EXPECT_EQ(PlanFusedCells(*o).size(), 9u * 2 * 2);
 }
@@ -47,6 +48,18 @@ TEST(KernelCostFusedTest, FlagsAreParsedAndCellsOrdered) {
   EXPECT_EQ(cells[2].algorithm, 256 * 8192 * 2 <= kernels::OneShotMaxBytes(8)
                                     ? Algorithm::kOneShot
                                     : Algorithm::kTwoShot);
+}
+
+// --two-shot: every cell two-shot, also those the one-shot region holds.
+TEST(KernelCostFusedTest, TwoShotMakesEveryCellTwoShot) {
+  auto o = ParseFusedCostArgs({"--tokens", "1,8", "--hiddens", "4096", "--two-shot"});
+  ASSERT_OK(o.status());
+  EXPECT_TRUE(o->two_shot);
+  const auto cells = PlanFusedCells(*o);
+  ASSERT_EQ(cells.size(), 4u);
+  for (const auto& c : cells) EXPECT_EQ(c.algorithm, Algorithm::kTwoShot) << c.tokens;
+  o->two_shot = false;
+  EXPECT_EQ(PlanFusedCells(*o)[0].algorithm, Algorithm::kOneShot);
 }
 
 TEST(KernelCostFusedTest, UsageNamesTheToolAndThePlacement) {

@@ -78,6 +78,9 @@ class LocalGroup {
   // (RankState::FusedOneLaunch), the same on every rank.
   [[nodiscard]] StatusOr<bool> FusedOneLaunch(const LocalCall& call,
                                               const ResidualRmsNormRequest& norm);
+  // Whether it runs them in the row-split form (RankState::SplitRows).
+  [[nodiscard]] StatusOr<bool> FusedSplitRows(const LocalCall& call,
+                                              const ResidualRmsNormRequest& norm);
   [[nodiscard]] Status Synchronize();
 
   // Programmatic dependent launch for the launches after this call

@@ -23,4 +23,12 @@ StatusOr<bool> LocalGroup::FusedOneLaunch(const LocalCall& call,
       {nullptr, norm.norm_out, call.count, call.format, call.codec, algorithm}, norm);
 }
 
+StatusOr<bool> LocalGroup::FusedSplitRows(const LocalCall& call,
+                                          const ResidualRmsNormRequest& norm) {
+  QR_ASSIGN_OR_RETURN(const std::vector<RankState>* states, States(call.timeout_ms));
+  const Algorithm algorithm = call.one_shot ? Algorithm::kOneShot : Algorithm::kTwoShot;
+  return (*states)[0].SplitRows(
+      {nullptr, norm.norm_out, call.count, call.format, call.codec, algorithm}, norm);
+}
+
 }  // namespace qr::kernels

@@ -195,6 +195,18 @@ StatusOr<int> ResidentGridCap(const AllReduceRequest& r, gpu::KernelFn fn, int m
   return per_sm * sms < max_blocks ? per_sm * sms : max_blocks;
 }
 
+// The grid cap of `fn` in `cached`: asked of the runtime on the first call
+// (which also loads the kernel), then reused.
+StatusOr<int> CachedGridCap(std::atomic<int>& cached, const AllReduceRequest& r, gpu::KernelFn fn,
+                            int max_blocks) {
+  int cap = cached.load(std::memory_order_relaxed);
+  if (cap == 0) {
+    QR_ASSIGN_OR_RETURN(cap, ResidentGridCap(r, fn, max_blocks));
+    cached.store(cap, std::memory_order_relaxed);
+  }
+  return cap;
+}
+
 // One-shot blocks own fixed rows (one_shot.cu), so its grid follows the
 // layout's blocks and cannot be cut to what is resident; a kernel that fits
 // the layout's blocks always is. The phase kernels take a block per tile, at
@@ -250,12 +262,8 @@ Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream
   if (request.count == 0) return OkStatus();
   const gpu::KernelFn fn = KernelFor(request, ws);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
-  std::atomic<int>& cached = impl_->grid_cap[KernelSlot(request)];
-  int cap = cached.load(std::memory_order_relaxed);
-  if (cap == 0) {
-    QR_ASSIGN_OR_RETURN(cap, ResidentGridCap(request, fn, impl_->config.max_blocks));
-    cached.store(cap, std::memory_order_relaxed);
-  }
+  QR_ASSIGN_OR_RETURN(const int cap, CachedGridCap(impl_->grid_cap[KernelSlot(request)], request,
+                                                   fn, impl_->config.max_blocks));
   const size_t bytes = request.count * 2;
   gpu::KernelParams p = impl_->params;
   p.in = static_cast<const char*>(request.in);
@@ -267,6 +275,17 @@ Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream
                                                 static_cast<hipStream_t>(stream), impl_->overlap,
                                                 p));
   return OkStatus();
+}
+
+Status RankState::LoadKernel(const AllReduceRequest& asked) const {
+  const int ws = impl_->config.world_size;
+  const AllReduceRequest request = KernelRequest(asked);
+  QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
+  if (request.count == 0) return OkStatus();
+  const gpu::KernelFn fn = KernelFor(request, ws);
+  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
+  return CachedGridCap(impl_->grid_cap[KernelSlot(request)], request, fn, impl_->config.max_blocks)
+      .status();
 }
 
 }  // namespace qr::kernels

@@ -105,12 +105,17 @@ class RankState {
   // Whether LaunchResidualRmsNorm runs `request` + `norm` as one kernel.
   bool FusedOneLaunch(const AllReduceRequest& request, const ResidualRmsNormRequest& norm) const;
 
+  // Whether LaunchResidualRmsNorm runs `request` + `norm` in the row-split
+  // form (norm.split_rows, a two-shot request, SplitRowsExact).
+  bool SplitRows(const AllReduceRequest& request, const ResidualRmsNormRequest& norm) const;
+
   // Collective::kAllReduceResidualRmsNorm (docs/fused.md): the all-reduce
   // `request` (whose out must be norm.norm_out) and then the residual add and
   // RMSNorm epilogue (kernels/gpu/rmsnorm_epilogue.h), on `stream`: one
   // kernel for a one-shot request whose token rows fit the fused kernel's
-  // slots (kernels/gpu/one_shot_fused_slots.h) when norm.one_launch, else
-  // the all-reduce's kernel and the epilogue's. Both requests are validated
+  // slots (kernels/gpu/one_shot_fused_slots.h) when norm.one_launch; the
+  // row-split form (rank_state_split.cu) where SplitRows; else the
+  // all-reduce's kernel and the epilogue's. Both requests are validated
   // before anything is enqueued: Launch's errors, plus kInvalidArgument for
   // an epilogue that does not match the request or is malformed.
   [[nodiscard]] Status LaunchResidualRmsNorm(const AllReduceRequest& request,
@@ -123,6 +128,14 @@ class RankState {
   [[nodiscard]] Status LaunchFusedOneShot(const AllReduceRequest& request,
                                           const ResidualRmsNormRequest& norm,
                                           ::qr::gpu::Stream stream) const;
+  [[nodiscard]] Status LaunchSplitRows(const AllReduceRequest& request,
+                                       const ResidualRmsNormRequest& norm,
+                                       ::qr::gpu::Stream stream) const;
+  // Validates `request` as Launch does and loads its kernel (caching its
+  // grid cap) without launching it: a launcher that enqueues several
+  // collective kernels for one call loads them all before the first
+  // (LoadResidualRmsNormEpilogue, rmsnorm_epilogue.h, says why).
+  [[nodiscard]] Status LoadKernel(const AllReduceRequest& request) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,7 +1,8 @@
 // RankState::LaunchResidualRmsNorm (rank_state.h): the fused collective as
 // one kernel (the one-shot form whose token rows fit the fused kernel's
-// slots, kernels/gpu/one_shot_fused.cu) or as two launches on one stream
-// (the all-reduce exactly as Launch enqueues it, then the epilogue).
+// slots, kernels/gpu/one_shot_fused.cu), in the row-split form
+// (rank_state_split.cu) or as two launches on one stream (the all-reduce
+// exactly as Launch enqueues it, then the epilogue).
 #include <hip/hip_runtime.h>
 
 #include <string>
@@ -110,6 +111,7 @@ Status RankState::LaunchResidualRmsNorm(const AllReduceRequest& request,
   // Before the all-reduce: loading the epilogue after it could wait for it
   // (LoadResidualRmsNormEpilogue says why).
   QR_RETURN_IF_ERROR(LoadResidualRmsNormEpilogue());
+  if (SplitRows(request, norm)) return LaunchSplitRows(request, norm, stream);
   QR_RETURN_IF_ERROR(Launch(request, stream));
   return LaunchResidualRmsNormEpilogue(norm, stream, impl_->overlap);
 }

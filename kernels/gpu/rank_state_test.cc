@@ -251,6 +251,37 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 4096)));
 }
 
+// The row-split form exactly for two-shot requests that allow it and whose
+// rows split as kernels/fused_split.h requires.
+TEST(RankStateTest, SplitRowsFollowsTheExactnessRule) {
+  ASSERT_OK_AND_ASSIGN(RankState s, RankState::Create(Config(2)));
+  AllReduceRequest r = Request(2 * 4096, Codec::kFp, Algorithm::kTwoShot);
+  r.out = rows[3];
+  ResidualRmsNormRequest n = Norm(2, 4096);
+  EXPECT_TRUE(s.SplitRows(r, n));
+  n.split_rows = false;
+  EXPECT_FALSE(s.SplitRows(r, n));
+  n.split_rows = true;
+  r.algorithm = Algorithm::kOneShot;
+  EXPECT_FALSE(s.SplitRows(r, n));
+  r.algorithm = Algorithm::kTwoShot;
+  r.format = WorkFormat::kBf16Cast;
+  EXPECT_TRUE(s.SplitRows(r, n));
+  r.codec = Codec::kInt4;
+  EXPECT_FALSE(s.SplitRows(r, n));  // the cast's lost bits
+  r.format = WorkFormat::kFp16;
+  EXPECT_TRUE(s.SplitRows(r, n));
+  // 3 rows over 2 ranks; 2 rows of 8 (8 values per rank, not a block).
+  n = Norm(3, 8);
+  r.count = 24;
+  EXPECT_FALSE(s.SplitRows(r, n));
+  n = Norm(2, 8);
+  r.count = 16;
+  EXPECT_FALSE(s.SplitRows(r, n));
+  r.codec = Codec::kFp;
+  EXPECT_TRUE(s.SplitRows(r, n));
+}
+
 // The epilogue's checks run before the all-reduce is enqueued: a misaligned
 // residual_out fails the call and nothing is launched (no GPU here: a launch
 // would fail with kInternal instead).

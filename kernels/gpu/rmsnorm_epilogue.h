@@ -34,6 +34,11 @@ struct ResidualRmsNormRequest {
   // kernels/gpu/one_shot_fused.cu); false keeps the two launches (tests and
   // qr-kernel-cost compare the two). The bits are the same either way.
   bool one_launch = true;
+  // A two-shot request whose rows split exactly (kernels/fused_split.h)
+  // runs in the row-split form: reduce-scatter by rows, each rank's
+  // epilogue on its rows, all-gathers of the outputs. false keeps the
+  // all-reduce and the epilogue on every row. The bits are the same.
+  bool split_rows = true;
 };
 
 // kInvalidArgument for a bad request (checked before the GPU is touched),

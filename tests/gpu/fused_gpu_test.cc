@@ -8,8 +8,13 @@
 // as one kernel (kernels/gpu/one_shot_fused.cu) where their rows fit and as
 // the all-reduce plus the epilogue kernel, and fused calls interleaved with
 // plain one-shot all-reduces and one-shot reduce-scatters / all-gathers
-// (they share the one-shot region and its per-area counts), and some of
-// each with programmatic dependent launch.
+// (they share the one-shot region and its per-area counts); two-shot
+// requests in the row-split form (kernels/fused_split.h: reduce-scatter by
+// rows, the phase-2 round trip for INT codecs, the epilogue on each rank's
+// rows, all-gathers) where their rows split exactly, FP and every INT codec,
+// tokens that split and that do not, residual_out = in as well, and as the
+// all-reduce plus the epilogue; and some of each with programmatic dependent
+// launch.
 // Every rank's residual_out and norm_out must equal the
 // host reference (kernels/rmsnorm_reference.h) bit for bit.
 #include <gtest/gtest.h>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "kernels/all_gather_reference.h"
+#include "kernels/fused_split.h"
 #include "kernels/geometry.h"
 #include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/local_group.h"
@@ -82,18 +88,19 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   }
 
   // layout: 0 separate outputs, 1 in place (residual_out = residual,
-  // norm_out = in), 2 no residual.
+  // norm_out = in), 2 no residual, 3 residual_out = in.
   // one_launch: ResidualRmsNormRequest::one_launch; a one-shot call that
-  // fits must then run as one kernel (checked).
+  // fits must then run as one kernel (checked). split_rows: the same for
+  // the row-split form of two-shot calls whose rows split exactly.
   void RunAndCheck(Codec codec, bool one_shot, size_t tokens, size_t hidden, int layout,
-                   uint64_t seed, bool one_launch = true) {
+                   uint64_t seed, bool one_launch = true, bool split_rows = true) {
     const auto [ws, format] = GetParam();
     const DType dtype = WorkFormatDType(format);
     const size_t n = tokens * hidden;
     SCOPED_TRACE(std::string(one_shot ? "one-shot " : "two-shot ") + CodecName(codec) + " " +
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
                  std::to_string(hidden) + " layout " + std::to_string(layout) +
-                 (one_launch ? "" : " two launches"));
+                 (one_launch ? "" : " two launches") + (split_rows ? "" : " no split"));
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
@@ -115,21 +122,26 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
       ASSERT_OK(gpu::Memcpy(d_in[r], in[r].data(), n * 2));
       ASSERT_OK(gpu::Memcpy(d_res[r], residual.data(), n * 2));
       ASSERT_OK(gpu::Memcpy(d_w[r], weight.data(), hidden * 2));
-      d_ro[r] = layout == 1 ? d_res[r] : Alloc(r, n * 2, &keep);
+      d_ro[r] = layout == 1 ? d_res[r] : layout == 3 ? d_in[r] : Alloc(r, n * 2, &keep);
       d_no[r] = layout == 1 ? d_in[r] : Alloc(r, n * 2, &keep);
     }
     for (int r = 0; r < ws; ++r) {
-      const ResidualRmsNormRequest norm{dtype,     layout == 2 ? nullptr : d_res[r],
-                                        d_w[r],    d_ro[r],
-                                        d_no[r],   tokens,
-                                        hidden,    eps,
-                                        one_launch};
+      const ResidualRmsNormRequest norm{dtype,      layout == 2 ? nullptr : d_res[r],
+                                        d_w[r],     d_ro[r],
+                                        d_no[r],    tokens,
+                                        hidden,     eps,
+                                        one_launch, split_rows};
       if (r == 0) {
         ASSERT_OK_AND_ASSIGN(const bool fused, group_->FusedOneLaunch(call, norm));
         if (one_launch && one_shot) ++one_launch_calls_;
         if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden))) {
           FAIL() << "one launch chosen: " << fused;
         }
+        ASSERT_OK_AND_ASSIGN(const bool split, group_->FusedSplitRows(call, norm));
+        const bool exact = SplitRowsExact(format, codec, static_cast<int64_t>(tokens),
+                                          static_cast<int64_t>(hidden), ws);
+        if (split != (split_rows && !one_shot && exact)) FAIL() << "row split chosen: " << split;
+        if (split) ++split_calls_;
       }
       ASSERT_OK(group_->LaunchResidualRmsNorm(r, call, d_in[r], norm));
     }
@@ -246,6 +258,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
   std::unique_ptr<LocalGroup> group_;
   int one_launch_calls_ = 0;
+  int split_calls_ = 0;
 };
 
 TEST_P(FusedGpuTest, EqualsTheHostReference) {
@@ -269,8 +282,48 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
       RunAndCheck(layout == 1 ? Codec::kInt4 : Codec::kFp, /*one_shot=*/false, shape[0], shape[1],
                   layout, seed++);
       if (HasFatalFailure()) return;
+      if (layout == 0) {  // two-shot as the all-reduce and the epilogue on every row
+        RunAndCheck(Codec::kFp, /*one_shot=*/false, shape[0], shape[1], layout, seed++,
+                    /*one_launch=*/true, /*split_rows=*/false);
+        if (HasFatalFailure()) return;
+      }
     }
   }
+}
+
+// The row-split form against the reference, bit for bit, in every codec
+// the world size runs: rows of 1056 (whole 32-value blocks per rank at
+// every world size), of 1032 (whole blocks only for a multiple of 4 rows
+// per rank), 8 x 8 (a block per rank at world size 2 only), tokens that do
+// not split (7, 12 at world size 8: the all-reduce and the epilogue on
+// every row), a chunk of several collective tiles (64 x 4096), and every
+// buffer layout; then split calls interleaved with the unsplit two-shot,
+// plain one-shot all-reduces and one-launch fused calls, which share the
+// slots, colours and the one-shot region with them.
+TEST_P(FusedGpuTest, RowSplitEqualsTheHostReference) {
+  const int ws = std::get<0>(GetParam());
+  const size_t shapes[][2] = {{24, 1056}, {24, 1032}, {8, 8}, {7, 4096}, {12, 2048}, {64, 4096}};
+  const Codec codecs[] = {Codec::kFp, Codec::kInt8, Codec::kInt6, Codec::kInt4, Codec::kInt3};
+  uint64_t seed = 3000;
+  int index = 0;
+  for (const auto& shape : shapes) {
+    for (Codec codec : codecs) {
+      if (!CodecRunsAtWorldSize(codec, ws)) continue;
+      RunAndCheck(codec, /*one_shot=*/false, shape[0], shape[1], index++ % 4, seed++);
+      if (HasFatalFailure()) return;
+    }
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    RunAndCheck(Codec::kInt8, /*one_shot=*/false, 16, 4096, 1, seed++);
+    if (HasFatalFailure()) return;
+    RunAndCheck(Codec::kFp, /*one_shot=*/false, 16, 4096, 3, seed++, true, /*split_rows=*/false);
+    if (HasFatalFailure()) return;
+    RunPlainOneShot(2048 * 5 + 8, seed++);
+    if (HasFatalFailure()) return;
+    RunAndCheck(Codec::kFp, /*one_shot=*/true, 4, 4096, 0, seed++);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(split_calls_, 5);
 }
 
 // Fused one-launch calls and plain one-shot all-reduces in turn, of sizes
