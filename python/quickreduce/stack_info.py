@@ -49,10 +49,8 @@ BYPASS_PATHS = [
      "(16-bit, no quantized output) through quickreduce's fused collective"),
     ("vllm", "enable_sp", ("enable_sp", "enable_sequence_parallelism"),
      "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
-     # The adapter runs them through quickreduce on the host backend only:
-     # its GPU reduce-scatter / all-gather kernels have not run on hardware
-     # yet (integrations/_rsag.py), so on GPUs this still bypasses.
-     None),
+     "the adapter runs the reduce-scatter / all-gather calls it can take (16-bit, along "
+     "dimension 0) through quickreduce's reduce-scatter and all-gather"),
     ("vllm", "fuse_gemm_comms", ("fuse_gemm_comms", "enable_async_tp"),
      "async TP fuses the collectives into the GEMMs (torch symmetric memory)", None),
     ("sglang", "enable_flashinfer_allreduce_fusion", ("enable_flashinfer_allreduce_fusion",),

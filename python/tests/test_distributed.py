@@ -197,3 +197,61 @@ def test_unequal_ranks_per_node_fail_at_init():
     path = tempfile.mktemp(prefix="qrdist-")
     for text in run_processes(4, _uneven, path, timeout=120):
         assert "same number of ranks" in text
+
+
+class _GpuComm:
+    """A node communicator that says it is on GPU 0 and records its calls."""
+    device, closed, world_size = 0, False, 2
+
+    def __init__(self):
+        self.calls = []
+
+    def reduce_scatter(self, x, out=None, **kw):
+        self.calls.append("reduce_scatter")
+        return out
+
+    def all_gather(self, x, out=None, **kw):
+        self.calls.append("all_gather")
+        return out
+
+
+@pytest.mark.parametrize("num_nodes", [1, 2])
+def test_gpu_communicators_run_the_collectives(monkeypatch, num_nodes):
+    """reduce_scatter_tensor, all_gather_into_tensor and (across nodes) the
+    hierarchical all_reduce go to the node's GPU communicator as to a host
+    one: the GPU reduce-scatter / all-gather kernels passed on hardware
+    (docs/collectives.md "GPU kernels"), so no device gate sends CUDA tensors
+    to the delegate. The GPU run itself is gpu/test_distributed_gpu.py."""
+    from types import SimpleNamespace
+    from quickreduce.distributed import _process_group as pgm
+    PG = pgm.QuickReduceProcessGroup
+    comm, legs = _GpuComm(), []
+    for name in ("reduce_scatter", "all_gather", "all_reduce"):
+        def leg(pg, c, *a, _n=name):
+            legs.append((_n, c.device))
+            return True
+        monkeypatch.setattr(pgm._hierarchical, name, leg)
+    monkeypatch.setattr(pgm._collectives, "should_run", lambda *a, **k: True)
+
+    class Group:
+        layout = SimpleNamespace(num_nodes=num_nodes, local_size=2)
+        _collective_comm = PG._collective_comm
+        _try_all_reduce = PG._try_all_reduce
+
+        def communicator(self, t):
+            return comm
+
+        def _delegate(self, t):
+            raise AssertionError("the delegate ran a call quickreduce takes")
+
+    g = Group()
+    PG._reduce_scatter_base(g, torch.empty(8, dtype=torch.float16),
+                            torch.zeros(16, dtype=torch.float16))
+    PG._allgather_base(g, torch.empty(16, dtype=torch.bfloat16),
+                       torch.zeros(8, dtype=torch.bfloat16))
+    if num_nodes == 1:
+        assert comm.calls == ["reduce_scatter", "all_gather"] and legs == []
+    else:
+        assert g._try_all_reduce(torch.zeros(16, dtype=torch.float16))
+        assert comm.calls == [] and \
+            legs == [("reduce_scatter", 0), ("all_gather", 0), ("all_reduce", 0)]

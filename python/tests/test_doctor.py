@@ -319,9 +319,10 @@ def test_sglang_fusion_fails_the_command_with_sglangs_own_flag_in_the_remedy():
 
 
 def test_paths_the_opted_in_adapter_serves_are_information_not_problems(tmp_path):
-    """fuse_allreduce_rms runs through quickreduce once the adapter is on
-    (test_integrations_fused.py); async TP still bypasses it, and so does
-    sequence parallelism on GPUs (no GPU reduce-scatter / all-gather yet)."""
+    """fuse_allreduce_rms and enable_sp run through quickreduce once the
+    adapter is on (test_integrations_fused.py; sequence parallelism's
+    reduce-scatter / all-gather on host and GPU communicators alike); async
+    TP still bypasses it."""
     _fake_distribution(tmp_path, "vllm", "0.33.0")
     served = json.dumps({"pass_config": {"fuse_allreduce_rms": True, "enable_sp": False,
                                          "fuse_gemm_comms": False}})
@@ -332,10 +333,17 @@ def test_paths_the_opted_in_adapter_serves_are_information_not_problems(tmp_path
     info = [f for f in found if f["status"] == "info"]
     assert [f["data"]["setting"] for f in info] == ["fuse_allreduce_rms"]
     assert "quickreduce is opted in" in info[0]["summary"]
-    sp = json.dumps({"pass_config": {"enable_sp": True}})
-    r = _doctor(["--skip-allreduce", "--vllm-config", sp], env={"QR_VLLM": "1"},
+    sp = json.dumps({"pass_config": {"enable_sp": True, "fuse_allreduce_rms": False,
+                                     "fuse_gemm_comms": False}})
+    r = _doctor(["--skip-allreduce", "--json", "--vllm-config", sp], env={"QR_VLLM": "1"},
                 extra_path=str(tmp_path))
-    assert r.returncode == 1 and b"enable_sp" in r.stdout
+    assert r.returncode == 0, r.stdout.decode()
+    found = _by_check(json.loads(r.stdout.decode())["findings"], "vllm-bypass")
+    assert [(f["status"], f["data"]["setting"]) for f in found] == [("info", "enable_sp")]
+    assert "quickreduce is opted in" in found[0]["summary"]
+    r = _doctor(["--skip-allreduce", "--vllm-config", sp], env={"QR_VLLM": "0"},
+                extra_path=str(tmp_path))
+    assert r.returncode == 1 and b"enable_sp" in r.stdout  # not opted in: still a problem
     # Not opted in (the wheel alone changes nothing): still problems.
     off = _doctor(["--skip-allreduce", "--vllm-config", served], env={"QR_VLLM": "0"},
                   extra_path=str(tmp_path))

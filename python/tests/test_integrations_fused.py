@@ -208,18 +208,29 @@ def test_sglang_flashinfer_fusion_and_collectives_run_through_quickreduce():
 
 
 def test_sequence_parallelism_stays_vllms_where_the_communicator_refuses_it(monkeypatch):
-    """GPU communicators refuse reduce-scatter / all-gather until their
-    kernels exist (QR_UNSUPPORTED before anything is sent): the adapter
-    leaves such a group's calls to vLLM, never raises, and remembers."""
+    """A communicator that refuses a reduce-scatter / all-gather (Unsupported,
+    raised before anything is sent, so on every rank alike) leaves that call
+    and the group's later ones to vLLM, never raises, and remembers. GPU
+    communicators are asked as host ones are (their kernels passed on
+    hardware: docs/collectives.md "GPU kernels")."""
     from quickreduce.errors import Unsupported
     from quickreduce.integrations import _rsag
     from quickreduce.integrations._backend import QuickReduceBackend
 
+    calls = []
+
     class Comm:
-        device, closed = None, False
+        device, closed, refuse = None, False, True
 
         def reduce_scatter(self, x, out=None, regime=None):
-            raise Unsupported("no kernel")
+            calls.append(("reduce_scatter", self.device))
+            if self.refuse:
+                raise Unsupported("no kernel")
+            return out
+
+        def all_gather(self, x, out=None, regime=None):
+            calls.append(("all_gather", self.device))
+            return out
 
     b = object.__new__(QuickReduceBackend)
     b.disabled, b.comm, b.world_size, b.batch_invariant = False, Comm(), 2, False
@@ -238,6 +249,30 @@ def test_sequence_parallelism_stays_vllms_where_the_communicator_refuses_it(monk
     assert _rsag.supported(b)
     assert Vllm().reduce_scatter(x, 0) == "vllm's"  # refused, then vLLM's own
     assert not _rsag.supported(b) and Vllm().reduce_scatter(x, 0) == "vllm's"
+    assert calls == [("reduce_scatter", None)]  # remembered: not asked again
+    # A GPU communicator (device 0) that takes the calls serves them.
     b.rsag_unsupported = False
-    Comm.device = 0  # a GPU communicator: not even asked
-    assert not _rsag.supported(b) and Vllm().all_gather(x, 0) == "vllm's"
+    Comm.device, Comm.refuse = 0, False
+    del calls[:]
+    vllm = Vllm()
+    assert _rsag.supported(b)
+    shard = vllm.reduce_scatter(x, 0)
+    assert vllm.taken_by_rsag == "qr" and tuple(shard.shape) == (2, 8)
+    gathered = vllm.all_gather(x, 0)
+    assert vllm.taken_by_rsag == "qr" and tuple(gathered.shape) == (8, 8)
+    assert calls == [("reduce_scatter", 0), ("all_gather", 0)]
+    # SGLang's (output, input) forms, on the same GPU communicator.
+    class Sgl:
+        qr_comm = b
+
+        def _reduce_scatter_tensor(self, output, input):
+            return "sglang's"
+
+        _all_gather_into_tensor = _reduce_scatter_tensor
+
+    _rsag.install(Sgl, _rsag.SGLANG_METHODS)
+    sgl, out = Sgl(), torch.empty(2, 8, dtype=torch.float16)
+    assert sgl._reduce_scatter_tensor(out, x) is out and sgl.taken_by_rsag == "qr"
+    assert sgl._all_gather_into_tensor(torch.empty(8, 8, dtype=torch.float16), x) is None
+    assert sgl.taken_by_rsag == "qr"
+    assert calls[2:] == [("reduce_scatter", 0), ("all_gather", 0)]

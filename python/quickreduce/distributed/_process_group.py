@@ -141,8 +141,6 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
                 return False
             comm.all_reduce(t, out=t)
             return True
-        if not self._runs_collectives(comm):
-            return False
         return _hierarchical.all_reduce(self, comm, t)
 
     def allreduce(self, tensors, opts=None):
@@ -152,20 +150,13 @@ class QuickReduceProcessGroup(dist.ProcessGroup):
             return _done(tensors)
         return self._delegate(_first_tensor(tensors)).allreduce(tensors, opts)
 
-    @staticmethod
-    def _runs_collectives(comm):
-        # On host communicators only until the GPU reduce-scatter /
-        # all-gather kernels have run on hardware (docs/collectives.md "GPU
-        # kernels"): GPU tensors take the delegate.
-        return comm is not None and comm.device is None
-
     def _collective_comm(self, t):
         """The node's communicator when quickreduce takes part in a
-        reduce-scatter or all-gather of t (fp16/bf16, a node of 2+ ranks)."""
+        reduce-scatter or all-gather of t (fp16/bf16, a node of 2+ ranks; CPU
+        or CUDA tensors)."""
         if t.dtype not in _HALF:
             return None
-        comm = self.communicator(t)
-        return comm if self._runs_collectives(comm) else None
+        return self.communicator(t)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if opts is None:

@@ -35,12 +35,11 @@ from ._backend import backend_of
 
 
 def supported(b):
-    """Whether the adapter serves b's reduce-scatter / all-gather: on host
-    communicators. GPU communicators run them too now, but their kernels have
-    not run on hardware yet (docs/collectives.md "GPU kernels"), so there
-    vLLM keeps its own and the warning keeps naming enable_sp."""
-    return b is not None and b.comm is not None and b.comm.device is None and \
-        not getattr(b, "rsag_unsupported", False)
+    """Whether the adapter serves b's reduce-scatter / all-gather: on host and
+    GPU communicators alike, until one refused a call (rsag_unsupported:
+    Unsupported comes before anything is sent, so every rank falls back at
+    the same call and stays with the stack's own from then on)."""
+    return b is not None and b.comm is not None and not getattr(b, "rsag_unsupported", False)
 
 
 def _dim0(x, dim):

@@ -17,7 +17,7 @@ mkdir -p "$out"
 gpu_tests=("$@")
 (( ${#gpu_tests[@]} )) || gpu_tests=(python/tests/gpu/test_gpu.py python/tests/gpu/test_gpu_fused.py python/tests/gpu/test_gpu_vllm_port.py
   python/tests/gpu/test_distributed_gpu.py python/tests/gpu/test_gpu_integrations_fused.py
-  python/tests/gpu/test_gpu_two_groups.py)
+  python/tests/gpu/test_gpu_two_groups.py python/tests/gpu/test_gpu_collectives.py)
 [[ -f $staged/libquickreduce.so ]] || { echo "run.sh: $staged is missing: run python/tests/gpu/stage.sh first" >&2; exit 1; }
 export QR_LIBRARY=$staged/libquickreduce.so QR_BROKER_BIN=$staged/qr-broker QR_QRCTL_BIN=$staged/qrctl
 export PYTHONPATH=$root/python:$root/python/tests:$root/python/tests/gpu PYTHONDONTWRITEBYTECODE=1

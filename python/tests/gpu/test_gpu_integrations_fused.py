@@ -4,9 +4,10 @@ call_trtllm_fused_allreduce_norm reading its flashinfer_comm global, as
 vLLM's op body does) with CUDA tensors; both of the pass's forms (in place,
 and norm_out with a zero residual) run quickreduce's GPU fused collective,
 bit for bit against Communicator.all_reduce_residual_rmsnorm on the same
-inputs, eagerly and replayed in a CUDA graph. Sequence parallelism stays
-vLLM's on GPU communicators (no GPU reduce-scatter / all-gather yet), and the
-warning says so while leaving fuse_allreduce_rms out."""
+inputs, eagerly and replayed in a CUDA graph. Sequence parallelism's
+reduce_scatter / all_gather along dimension 0 run quickreduce's GPU
+reduce-scatter / all-gather, bit for bit against Communicator's own calls,
+and with both paths served no bypass warning is left."""
 
 import multiprocessing as mp
 import os
@@ -82,6 +83,18 @@ def _worker(rank, init_file, q):
             out[str(dtype)] = (torch.equal(xi, want_n), torch.equal(ri, want_r),
                                torch.equal(norm, zn), torch.equal(xn, zr),
                                torch.equal(xg, want_n), torch.equal(rg, want_r), len(fi.CALLS))
+            # Sequence parallelism (the configured regime, and FP for the
+            # gather) against Communicator's calls on the same inputs.
+            tp.taken_by_rsag = None
+            got = tp.reduce_scatter(x, dim=0)
+            rs = (tp.taken_by_rsag, tuple(got.shape), torch.equal(got, comm.reduce_scatter(x)))
+            tp.taken_by_rsag = None
+            gathered = tp.all_gather(got, dim=0)
+            ag = (tp.taken_by_rsag, tuple(gathered.shape),
+                  torch.equal(gathered, comm.all_gather(got, regime="FP")),
+                  torch.equal(gathered[rank * 64:(rank + 1) * 64], got))
+            torch.cuda.synchronize()
+            out["sp " + str(dtype)] = (rs, ag)
         tp.destroy()
         dist.destroy_process_group()
         q.put((rank, True, out))
@@ -106,6 +119,7 @@ def test_vllm_flashinfer_fusion_runs_quickreduces_gpu_fused_collective():
     for _, _, r in got:
         for dtype in ("torch.float16", "torch.bfloat16"):
             assert r[dtype] == (True,) * 6 + (0,), (dtype, r[dtype])
-        assert r["sp_served"] is False
-        assert len(r["warnings"]) == 1 and "enable_sp" in r["warnings"][0]
-        assert "fuse_allreduce_rms" not in r["warnings"][0]
+            assert r["sp " + dtype] == (("qr", (64, 4096), True),
+                                        ("qr", (128, 4096), True, True)), r["sp " + dtype]
+        assert r["sp_served"] is True
+        assert r["warnings"] == [], r["warnings"]  # both paths served
