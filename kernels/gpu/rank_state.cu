@@ -279,7 +279,7 @@ Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream
 
 Status RankState::LoadKernel(const AllReduceRequest& asked) const {
   const int ws = impl_->config.world_size;
-  const AllReduceRequest request = KernelRequest(asked);
+  const AllReduceRequest request = KernelRequest(asked, ws);
   QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
   if (request.count == 0) return OkStatus();
   const gpu::KernelFn fn = KernelFor(request, ws);
