@@ -323,7 +323,11 @@ TEST_P(FusedGpuTest, RowSplitEqualsTheHostReference) {
     RunAndCheck(Codec::kFp, /*one_shot=*/true, 4, 4096, 0, seed++);
     if (HasFatalFailure()) return;
   }
-  EXPECT_GT(split_calls_, 5);
+  // Every format splits its FP calls (four of them at world size 8); with
+  // the bf16 cast the integer codecs keep the unsplit form
+  // (kernels/fused_split.h), so only those count there. Which form each call
+  // took is checked call by call above.
+  EXPECT_GE(split_calls_, std::get<1>(GetParam()) == WorkFormat::kBf16Cast ? 4 : 6);
 }
 
 // Fused one-launch calls and plain one-shot all-reduces in turn, of sizes
