@@ -139,13 +139,16 @@ QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks) {
 FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
                              int max_grid);
 
-// Whether the fused request runs as one launch: the call fits, and every
-// block has one token row at most. A block's rows run one after another, so
-// on one H200 (ws 2, every rank on it, 33 blocks) 64 rows took 1.3x and 256
-// rows 2.6x the two launches (docs/fused.md), while one row a block took
-// 0.91-1.13x of them.
-QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens) {
-  return s.grid > 0 && tokens <= s.grid;
+// Whether the fused request runs as one launch: the call fits, every block
+// has one token row at most, and rows of at most 4096 values (512 threads a
+// block). Measured on one H200 (ws 2, every rank on it, graph-captured,
+// docs/performance.md "Fused all-reduce + RMSNorm"): a block's rows run one
+// after another, so 64 rows on 33 blocks took 1.3x and 256 rows 2.6x the
+// two launches; one row of 4096 values a block took 0.96-1.05x of them, one
+// row of 8192 (1024 threads) 1.03-1.16x.
+inline constexpr int kFusedOneLaunchMaxThreads = 512;
+QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens, int64_t hidden) {
+  return s.grid > 0 && tokens <= s.grid && FusedBlockThreads(hidden) <= kFusedOneLaunchMaxThreads;
 }
 
 }  // namespace qr::kernels

@@ -47,7 +47,7 @@ bool RankState::FusedOneLaunch(const AllReduceRequest& request,
     return false;
   }
   return FusedOneLaunchPays(SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size),
-                            static_cast<int64_t>(norm.tokens));
+                            static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden));
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,

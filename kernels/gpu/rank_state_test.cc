@@ -242,13 +242,17 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
             FusedOneLaunchPays(
                 FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
                                   608, FusedMaxGrid(64)),
-                static_cast<int64_t>(tokens)));
+                static_cast<int64_t>(tokens), static_cast<int64_t>(hidden)));
   // More token rows than blocks (64 layout blocks: 16 fused blocks): a block
   // would walk its rows one after another, and two launches are faster.
   r.count = 16 * 4096;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(16, 4096)));
   r.count = 17 * 4096;
   EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 4096)));
+  // Rows of 8192 values (blocks of 1024 threads) measured slower as one
+  // launch than as two.
+  r.count = 2 * 8192;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(2, 8192)));
 }
 
 // The row-split form exactly for two-shot requests that allow it and whose
@@ -258,6 +262,9 @@ TEST(RankStateTest, SplitRowsFollowsTheExactnessRule) {
   AllReduceRequest r = Request(2 * 4096, Codec::kFp, Algorithm::kTwoShot);
   r.out = rows[3];
   ResidualRmsNormRequest n = Norm(2, 4096);
+  // Off unless asked for (measured slower than the two launches).
+  EXPECT_FALSE(s.SplitRows(r, n));
+  n.split_rows = true;
   EXPECT_TRUE(s.SplitRows(r, n));
   n.split_rows = false;
   EXPECT_FALSE(s.SplitRows(r, n));
@@ -273,9 +280,11 @@ TEST(RankStateTest, SplitRowsFollowsTheExactnessRule) {
   EXPECT_TRUE(s.SplitRows(r, n));
   // 3 rows over 2 ranks; 2 rows of 8 (8 values per rank, not a block).
   n = Norm(3, 8);
+  n.split_rows = true;
   r.count = 24;
   EXPECT_FALSE(s.SplitRows(r, n));
   n = Norm(2, 8);
+  n.split_rows = true;
   r.count = 16;
   EXPECT_FALSE(s.SplitRows(r, n));
   r.codec = Codec::kFp;

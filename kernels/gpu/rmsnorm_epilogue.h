@@ -34,11 +34,14 @@ struct ResidualRmsNormRequest {
   // kernels/gpu/one_shot_fused.cu); false keeps the two launches (tests and
   // qr-kernel-cost compare the two). The bits are the same either way.
   bool one_launch = true;
-  // A two-shot request whose rows split exactly (kernels/fused_split.h)
-  // runs in the row-split form: reduce-scatter by rows, each rank's
-  // epilogue on its rows, all-gathers of the outputs. false keeps the
-  // all-reduce and the epilogue on every row. The bits are the same.
-  bool split_rows = true;
+  // true: a two-shot request whose rows split exactly
+  // (kernels/fused_split.h) runs in the row-split form: reduce-scatter by
+  // rows, each rank's epilogue on its rows, all-gathers of the outputs.
+  // Off by default: on one H200 it took 1.4-1.66x the all-reduce and the
+  // epilogue on every row (four or five launches against two, and the
+  // all-gathers move twice the all-reduce's second hop; docs/fused.md).
+  // The bits are the same either way.
+  bool split_rows = false;
 };
 
 // kInvalidArgument for a bad request (checked before the GPU is touched),

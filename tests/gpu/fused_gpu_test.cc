@@ -176,7 +176,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
         FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
                           group_->max_blocks(), group_->world_size(), 608,
                           FusedMaxGrid(group_->max_blocks())),
-        static_cast<int64_t>(tokens));
+        static_cast<int64_t>(tokens), static_cast<int64_t>(hidden));
   }
 
   // A plain one-shot all-reduce of `count` elements on every rank, checked.
