@@ -12,6 +12,7 @@
 #   QR_LIBRARY, QR_BROKER_BIN   default .device/python/libquickreduce.so and qr-broker
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source tools/gpu/unpack.sh  # .device from a carried .device-pack (tools/gpu/pack.sh)
 out="${OUT:-./gpu-out}"
 mkdir -p "$out"
 

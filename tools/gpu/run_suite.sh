@@ -27,6 +27,7 @@
 # QR_ALLOW_SHARED_DEVICE=1 (docs/gpu-testing.md).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source tools/gpu/unpack.sh  # .device from a carried .device-pack (tools/gpu/pack.sh)
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -18,6 +18,7 @@ make_tree() {  # make_tree <dir> <gpus>
   mkdir -p "$d/tools/gpu" "$d/.device/bin" "$d/.device/lib" "$d/fake"
   cp "$suite_src" "$d/tools/gpu/run_suite.sh"
   cp "$(dirname "$suite_src")/mps.sh" "$d/tools/gpu/mps.sh"
+  cp "$(dirname "$suite_src")/unpack.sh" "$d/tools/gpu/unpack.sh"
   local calls="$d/calls.txt"
   : >"$calls"
   cat >"$d/fake/nvidia-smi" <<EOF
@@ -312,4 +313,16 @@ grep -q "^mps-" "$c" && fail "bench-modes, two GPUs: MPS started"
 grep -q "^qr-bench shared=unset mps= --launch per-gpu --world-size 2 --torch-symm .* --csv $d/out/modes-ws2.csv" "$c" ||
   { cat "$c"; fail "bench-modes, two GPUs: no world-size-2 run"; }
 grep -q "bench-modes-ws2: rc=0" "$d/out/summary.txt" || fail "bench-modes: summary lacks ws2"
+# 10. A carried .device-pack (tools/gpu/pack.sh) replaces .device: the
+# binaries run from the pack, not from a stale .device a warm machine kept.
+d="$tmp/pack"
+make_tree "$d" 1
+(cd "$d" && mkdir -p .device-pack && tar -cJf .device-pack/device.tar.xz .device) || fail "pack"
+rm -rf "$d/.device/bin"
+mkdir -p "$d/.device/bin"
+printf '#!/usr/bin/env bash\necho stale >>"%s/calls.txt"\nexit 1\n' "$d" >"$d/.device/bin/packed_codec_gpu_test"
+chmod +x "$d/.device/bin/packed_codec_gpu_test"
+run "$d" QR_SUITE=codec || { cat "$d/suite.log"; fail "pack: suite failed"; }
+grep -q "^packed_codec_gpu_test shared=unset" "$d/calls.txt" || fail "pack: the packed binary did not run"
+grep -q "^stale" "$d/calls.txt" && fail "pack: the stale .device ran"
 echo "PASS"

@@ -10,6 +10,7 @@
 # (torch.compile exists here) and the per-call overhead measurement.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+source tools/gpu/unpack.sh  # .device from a carried .device-pack (tools/gpu/pack.sh)
 root=$PWD
 staged=$root/.device/python
 out=${OUT:-/tmp/qr-python-gpu}

@@ -21,3 +21,5 @@ for f in .device/python/*; do
   if ldd "$f" | grep -v 'libquickreduce\.so' | grep -E 'spdlog|fmt|not found'; then echo "stage.sh: $f needs the above" >&2; exit 1; fi
 done
 ls -l .device/python
+# Pack again with these files (tools/gpu/pack.sh: carry .device-pack).
+tools/gpu/pack.sh
