@@ -1,4 +1,4 @@
-// qr-kernel-cost's all-reduce cells (tools/kernel_cost.h says what the
+// qr-kernel-cost's all-reduce cells (tools/kernel_cost_options.h says what the
 // modes measure): every rank of a LocalGroup on GPU 0, each cell's calls
 // eager or graph-captured, events on every launched rank's stream.
 #include <algorithm>
@@ -19,8 +19,11 @@
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
-#include "tools/kernel_cost.h"
+#include "tools/kernel_cost_cells.h"
+#include "tools/kernel_cost_options.h"
+#include "tools/kernel_cost_report.h"
 #include "tools/kernel_cost_run.h"
+#include "tools/spin_barrier.h"
 
 namespace qr::cost {
 namespace {
@@ -183,7 +186,7 @@ class Runner {
   // call that TimeCell makes first, so concurrent Launch calls only read them.
   Status TimeThreaded(const LocalCall& call, int iters, const bench::Graphs* graphs,
                       std::vector<double>& samples, std::vector<double>& skews) {
-    SpinBarrier barrier(ranks_);
+    tools::SpinBarrier barrier(ranks_);
     std::atomic<bool> failed{false};
     std::vector<Status> status(ranks_, OkStatus());
     Status span_status = OkStatus();

@@ -1,5 +1,5 @@
 // qr-kernel-cost: the one-shot and two-shot kernels' cost on ONE GPU, every
-// rank of the group on GPU 0 (tools/kernel_cost.h says what the modes
+// rank of the group on GPU 0 (tools/kernel_cost_options.h says what the modes
 // measure). The "before"/"after" numbers of kernel changes come from here:
 // they need no second GPU and no NCCL. docs/performance.md, "Kernel cost on
 // one GPU".
@@ -13,9 +13,10 @@
 #include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_report.h"
-#include "tools/kernel_cost.h"
 #include "tools/kernel_cost_collectives.h"
 #include "tools/kernel_cost_fused.h"
+#include "tools/kernel_cost_options.h"
+#include "tools/kernel_cost_report.h"
 #include "tools/kernel_cost_run.h"
 
 namespace qr::cost {

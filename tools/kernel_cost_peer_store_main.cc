@@ -1,5 +1,5 @@
 // qr-kernel-cost --peer-store: the peer-store kernel alone on GPU 0, SM
-// stores or TMA bulk copies (tools/kernel_cost.h, docs/performance.md "TMA
+// stores or TMA bulk copies (tools/kernel_cost_peer_store.h, docs/performance.md "TMA
 // bulk stores").
 #include <cstdio>
 #include <string>
@@ -10,7 +10,9 @@
 #include "kernels/gpu/peer_bandwidth.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_peer.h"
-#include "tools/kernel_cost.h"
+#include "tools/kernel_cost_options.h"
+#include "tools/kernel_cost_peer_store.h"
+#include "tools/kernel_cost_report.h"
 #include "tools/kernel_cost_run.h"
 
 namespace qr::cost {

@@ -9,7 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "tools/kernel_cost.h"
+#include "tools/kernel_cost_options.h"
+#include "tools/kernel_cost_report.h"
 
 namespace qr::cost {
 

@@ -44,7 +44,7 @@ inline constexpr uint32_t kOneShotSpinPolls = 32;
 
 // Polls *src until the atom arrived. False when the wait gives up. The
 // timing variants that skip waits take whatever is there (wrong results), so
-// that one rank's kernel can be timed alone (tools/kernel_cost.h).
+// that one rank's kernel can be timed alone (tools/kernel_cost_options.h).
 QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) {
   v = platform::LoadShared16(src);
   if (kVariantSkipsWaits || Arrived(v)) return true;

@@ -309,7 +309,7 @@ for p in $suite; do
         part "variant-$n" 300 "$b" "${variant_args[@]}" --csv "$out/variant-$n.csv" ${QR_VARIANT_ARGS:-}
       done ;;
     cost)
-      # The kernels' own cost on GPU 0 (tools/kernel_cost.h): the real
+      # The kernels' own cost on GPU 0 (tools/kernel_cost_options.h): the real
       # kernels with every rank launched, and each staged variant; those that
       # skip the waits time rank 0 alone (its SM-side cost). Two-shot at
       # 4M,64M,256M and one-shot up to 4M; QR_COST_ALGOS picks algorithms,
