@@ -43,16 +43,9 @@ Status ReferenceSplitResidualRmsNorm(const TwoShotParams& p, int64_t tokens, int
     // 2. The owner's rows as the all-reduce's phase 2 delivers them.
     RoundTripChunk(chunk, mine[r]);
     // 3. The epilogue on its rows only.
-    ResidualRmsNormRows rows;
-    rows.dtype = p.dtype;
-    rows.tokens = tokens;
-    rows.hidden = hidden;
-    rows.eps = eps;
-    rows.reduced = norm_out[r];
-    rows.residual = residual[r];
-    rows.weight = weight;
-    rows.residual_out = residual_out[r];
-    rows.norm_out = norm_out[r];
+    // The rows as rank r holds them: the reduced values in norm_out.
+    const ResidualRmsNormRows rows{p.dtype,     tokens, hidden,          eps,        norm_out[r],
+                                   residual[r], weight, residual_out[r], norm_out[r]};
     ApplyResidualRmsNorm(rows, SplitFirstRow(tokens, ws, r), SplitRowsPerRank(tokens, ws));
   }
   // 4. Both outputs' rows to every rank, bits copied (in place: each rank's

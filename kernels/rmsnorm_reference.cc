@@ -88,16 +88,9 @@ Status ReferenceAllReduceResidualRmsNorm(const TwoShotParams& p, Algorithm algor
     QR_RETURN_IF_ERROR(ReferenceAllReduce(p, inputs, norm_out));
   }
   for (int r = 0; r < p.world_size; ++r) {
-    ResidualRmsNormRows rows;
-    rows.dtype = p.dtype;
-    rows.tokens = tokens;
-    rows.hidden = hidden;
-    rows.eps = eps;
-    rows.reduced = norm_out[r];
-    rows.residual = residual[r];
-    rows.weight = weight;
-    rows.residual_out = residual_out[r];
-    rows.norm_out = norm_out[r];
+    // The rows as rank r holds them: the reduced values in norm_out.
+    const ResidualRmsNormRows rows{p.dtype,     tokens, hidden,          eps,        norm_out[r],
+                                   residual[r], weight, residual_out[r], norm_out[r]};
     ApplyResidualRmsNorm(rows, 0, tokens);
   }
   return OkStatus();
