@@ -225,6 +225,26 @@ StatusOr<int> GridFor(const AllReduceRequest& r, size_t bytes, int cap, int max_
   return TwoShotGrid(bytes, cap);
 }
 
+// The kernel a request runs, validated, with its grid cap (loaded on first
+// use); fn == nullptr when the request has nothing to launch (count 0).
+struct ReadyKernel {
+  AllReduceRequest request;
+  gpu::KernelFn fn = nullptr;
+  int cap = 0;
+};
+StatusOr<ReadyKernel> ReadyKernelFor(const AllReduceRequest& asked, int ws, int max_blocks,
+                                     std::atomic<int>* grid_caps) {
+  ReadyKernel k;
+  k.request = KernelRequest(asked, ws);
+  QR_RETURN_IF_ERROR(ValidateRequest(k.request, ws));
+  if (k.request.count == 0) return k;
+  k.fn = KernelFor(k.request, ws);
+  if (k.fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
+  QR_ASSIGN_OR_RETURN(k.cap,
+                      CachedGridCap(grid_caps[KernelSlot(k.request)], k.request, k.fn, max_blocks));
+  return k;
+}
+
 }  // namespace
 
 Status ValidateAllReduceRequest(const AllReduceRequest& r, int world_size) {
@@ -257,34 +277,25 @@ const TwoShotLayout& RankState::layout() const { return impl_->layout; }
 
 Status RankState::Launch(const AllReduceRequest& asked, ::qr::gpu::Stream stream) const {
   const int ws = impl_->config.world_size;
-  const AllReduceRequest request = KernelRequest(asked, ws);
-  QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
-  if (request.count == 0) return OkStatus();
-  const gpu::KernelFn fn = KernelFor(request, ws);
-  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
-  QR_ASSIGN_OR_RETURN(const int cap, CachedGridCap(impl_->grid_cap[KernelSlot(request)], request,
-                                                   fn, impl_->config.max_blocks));
+  QR_ASSIGN_OR_RETURN(const ReadyKernel k,
+                      ReadyKernelFor(asked, ws, impl_->config.max_blocks, impl_->grid_cap));
+  if (k.fn == nullptr) return OkStatus();
+  const AllReduceRequest& request = k.request;
   const size_t bytes = request.count * 2;
   gpu::KernelParams p = impl_->params;
   p.in = static_cast<const char*>(request.in);
   p.out = static_cast<char*>(request.out);
   p.bytes = bytes;
   p.num_tiles = static_cast<int>(TilesOf(request, ws));
-  QR_ASSIGN_OR_RETURN(const int grid, GridFor(request, bytes, cap, impl_->config.max_blocks, ws));
-  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(fn, dim3(grid), dim3(ThreadsFor(request)),
+  QR_ASSIGN_OR_RETURN(const int grid, GridFor(request, bytes, k.cap, impl_->config.max_blocks, ws));
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(k.fn, dim3(grid), dim3(ThreadsFor(request)),
                                                 static_cast<hipStream_t>(stream), impl_->overlap,
                                                 p));
   return OkStatus();
 }
 
 Status RankState::LoadKernel(const AllReduceRequest& asked) const {
-  const int ws = impl_->config.world_size;
-  const AllReduceRequest request = KernelRequest(asked, ws);
-  QR_RETURN_IF_ERROR(ValidateRequest(request, ws));
-  if (request.count == 0) return OkStatus();
-  const gpu::KernelFn fn = KernelFor(request, ws);
-  if (fn == nullptr) return InvalidArgumentError("unsupported dtype/codec/world size");
-  return CachedGridCap(impl_->grid_cap[KernelSlot(request)], request, fn, impl_->config.max_blocks)
+  return ReadyKernelFor(asked, impl_->config.world_size, impl_->config.max_blocks, impl_->grid_cap)
       .status();
 }
 
