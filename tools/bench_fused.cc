@@ -28,6 +28,7 @@ enum class Variant {
   kUnfused,
   kFused,
   kFusedTwoLaunches,
+  kFusedOneLaunch,
   kGemm,
   kGemmFused,
   kGemmFusedPdl
@@ -82,6 +83,13 @@ class FusedRunner {
         {Variant::kUnfused, &r.unfused_us},
         {Variant::kFused, &r.fused_us},
         {Variant::kFusedTwoLaunches, &r.fused_two_launch_us}};
+    // The one-launch kernel wherever it takes the cell, whatever the policy.
+    StatusOr<bool> one = group_->FusedOneLaunch(Call(cell), Norm(0, cell, Variant::kFusedOneLaunch));
+    if (!one.ok()) {
+      r.error = one.status().message();
+      return r;
+    }
+    if (*one) variants.push_back({Variant::kFusedOneLaunch, &r.fused_one_launch_us});
     if (o_.gemm) {
       variants.insert(variants.end(), {{Variant::kGemm, &r.gemm_us},
                                        {Variant::kGemmFused, &r.gemm_fused_us},
@@ -101,20 +109,29 @@ class FusedRunner {
   }
 
  private:
+  static LocalCall Call(const FusedCostCell& cell) {
+    return LocalCall{cell.dtype, Codec::kFp, cell.tokens * cell.hidden, 10000,
+                     cell.algorithm == Algorithm::kOneShot};
+  }
+
+  ResidualRmsNormRequest Norm(int r, const FusedCostCell& cell, Variant v) {
+    return ResidualRmsNormRequest{WorkFormatDType(cell.dtype),
+                                  res_[r].get(),
+                                  w_[r].get(),
+                                  ro_[r].get(),
+                                  no_[r].get(),
+                                  cell.tokens,
+                                  cell.hidden,
+                                  1e-6f,
+                                  /*one_launch=*/v != Variant::kFusedTwoLaunches,
+                                  /*split_rows=*/v != Variant::kFusedTwoLaunches,
+                                  /*one_launch_always=*/v == Variant::kFusedOneLaunch};
+  }
+
   Status Enqueue(int r, const FusedCostCell& cell, Variant v) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
-    const LocalCall call{cell.dtype, Codec::kFp, cell.tokens * cell.hidden, 10000,
-                         cell.algorithm == Algorithm::kOneShot};
-    const ResidualRmsNormRequest norm{WorkFormatDType(cell.dtype),
-                                      res_[r].get(),
-                                      w_[r].get(),
-                                      ro_[r].get(),
-                                      no_[r].get(),
-                                      cell.tokens,
-                                      cell.hidden,
-                                      1e-6f,
-                                      /*one_launch=*/v != Variant::kFusedTwoLaunches,
-                                      /*split_rows=*/v != Variant::kFusedTwoLaunches};
+    const LocalCall call = Call(cell);
+    const ResidualRmsNormRequest norm = Norm(r, cell, v);
     const size_t bytes = cell.tokens * cell.hidden * 2;
     switch (v) {
       case Variant::kAllReduce:
@@ -124,6 +141,7 @@ class FusedRunner {
         return kernels::LaunchResidualRmsNormEpilogue(norm, group_->stream(r));
       case Variant::kFused:
       case Variant::kFusedTwoLaunches:
+      case Variant::kFusedOneLaunch:
         return group_->LaunchResidualRmsNorm(r, call, in_[r].get(), norm);
       case Variant::kGemm:
         return kernels::LaunchStandInGemm(in_[r].get(), bytes, kGemmBlocks / o_.world_size,

@@ -90,7 +90,7 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
 }
 
 std::string FusedTableHeader() {
-  return "tokens hidden dtype algorithm   all-reduce_us unfused_us fused_us fused2_us "
+  return "tokens hidden dtype algorithm   all-reduce_us unfused_us fused_us fused2_us fused1_us "
          "fused/unfused fused-allreduce_us   gemm_us gemm+fused_us gemm+pdl_us pdl_gain_us\n";
 }
 
@@ -102,12 +102,14 @@ std::string FusedTableLine(const FusedCostResult& r) {
                   AlgorithmName(r.cell.algorithm), r.error.c_str());
     return line;
   }
+  char one[16] = "-";
+  if (r.fused_one_launch_us > 0) std::snprintf(one, sizeof(one), "%.2f", r.fused_one_launch_us);
   std::snprintf(line, sizeof(line),
-                "%6zu %6zu %-5s %-9s   %13.2f %10.2f %8.2f %9.2f %13.3f %18.2f   %7.2f %13.2f "
+                "%6zu %6zu %-5s %-9s   %13.2f %10.2f %8.2f %9.2f %9s %13.3f %18.2f   %7.2f %13.2f "
                 "%11.2f %11.2f\n",
                 r.cell.tokens, r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
                 AlgorithmName(r.cell.algorithm), r.all_reduce_us, r.unfused_us, r.fused_us,
-                r.fused_two_launch_us, r.unfused_us > 0 ? r.fused_us / r.unfused_us : 0.0,
+                r.fused_two_launch_us, one, r.unfused_us > 0 ? r.fused_us / r.unfused_us : 0.0,
                 r.fused_us - r.all_reduce_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us,
                 r.gemm_fused_us - r.gemm_fused_pdl_us);
   return line;
@@ -115,15 +117,15 @@ std::string FusedTableLine(const FusedCostResult& r) {
 
 std::string FusedCsvHeader() {
   return "tokens,hidden,dtype,algorithm,all_reduce_us,unfused_us,fused_us,fused_two_launch_us,"
-         "gemm_us,gemm_fused_us,gemm_fused_pdl_us,error\n";
+         "fused_one_launch_us,gemm_us,gemm_fused_us,gemm_fused_pdl_us,error\n";
 }
 
 std::string FusedCsvLine(const FusedCostResult& r) {
   char line[320];
-  std::snprintf(line, sizeof(line), "%zu,%zu,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,",
+  std::snprintf(line, sizeof(line), "%zu,%zu,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,",
                 r.cell.tokens, r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
                 AlgorithmName(r.cell.algorithm), r.all_reduce_us, r.unfused_us, r.fused_us,
-                r.fused_two_launch_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us);
+                r.fused_two_launch_us, r.fused_one_launch_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us);
   std::string error = r.error;
   std::replace(error.begin(), error.end(), ',', ';');
   return line + error + "\n";

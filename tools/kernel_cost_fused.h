@@ -11,6 +11,8 @@
 //               two-shot cells whose tokens split over the ranks, else two;
 //   fused2      the fused request forced to the all-reduce and the epilogue
 //               on every row (one_launch and split_rows off);
+//   fused1      the one-launch kernel wherever it takes the cell, whatever
+//               the policy says (one_launch_always; "-" where it does not);
 // and fused / unfused and fused - all-reduce (issue 28's goals: at most 0.75
 // and at most 1 us); then, with a stand-in GEMM before every call
 // (kernels/gpu/stand_in_gemm.h),
@@ -73,6 +75,7 @@ struct FusedCostResult {
   FusedCostCell cell;
   double all_reduce_us = 0, unfused_us = 0, fused_us = 0;  // medians per call
   double fused_two_launch_us = 0;
+  double fused_one_launch_us = 0;  // 0: the one-launch kernel does not take the cell
   // With the stand-in GEMM before each call (0 when not timed).
   double gemm_us = 0, gemm_fused_us = 0, gemm_fused_pdl_us = 0;
   std::string error;  // non-empty: the cell failed

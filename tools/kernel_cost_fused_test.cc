@@ -87,6 +87,7 @@ TEST(KernelCostFusedTest, OutputsCarryTheRatioAndTheDifference) {
   r.unfused_us = 16;
   r.fused_us = 12;
   r.fused_two_launch_us = 15;
+  r.fused_one_launch_us = 11.5;
   r.gemm_us = 20;
   r.gemm_fused_us = 33;
   r.gemm_fused_pdl_us = 29.5;
@@ -94,11 +95,15 @@ TEST(KernelCostFusedTest, OutputsCarryTheRatioAndTheDifference) {
   EXPECT_NE(line.find("0.750"), std::string::npos) << line;
   EXPECT_NE(line.find(" 2.00"), std::string::npos) << line;
   EXPECT_NE(line.find(" 3.50"), std::string::npos) << line;  // the PDL gain
+  EXPECT_NE(line.find(" 11.50 "), std::string::npos) << line;
   EXPECT_EQ(FusedCsvLine(r),
-            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,20.000,33.000,29.500,\n");
+            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,11.500,20.000,33.000,29.500,\n");
+  // A cell the one-launch kernel does not take shows "-", not a time.
+  r.fused_one_launch_us = 0;
+  EXPECT_NE(FusedTableLine(r).find(" - "), std::string::npos) << FusedTableLine(r);
   r.error = "a, b";
   EXPECT_EQ(FusedCsvLine(r),
-            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,20.000,33.000,29.500,a; b\n");
+            "8,4096,fp16,one-shot,10.000,16.000,12.000,15.000,0.000,20.000,33.000,29.500,a; b\n");
   EXPECT_NE(FusedTableLine(r).find("FAILED: a, b"), std::string::npos);
 }
 

@@ -29,6 +29,10 @@ struct FusedOneShotParams {
 
 using FusedKernelFn = void (*)(FusedOneShotParams);
 
+// Dynamic shared memory a block of `threads` threads takes (the squares of
+// the threads past the first 256 lanes).
+size_t FusedSquaresBytes(int threads);
+
 // The kernel for (elem, ws); nullptr if unsupported. kBf16Cast runs the bf16
 // kernel, as the plain one-shot kernel does (it moves exact values).
 FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws);

@@ -76,22 +76,44 @@ struct FusedSlotRow {
   int area_index;
   int row;
 };
-QR_HOST_DEVICE inline FusedSlotRow FusedLocalRow(const FusedSlots& s, int block, int64_t q) {
-  const int most = (s.rows + s.stride - 1) / s.stride;
-  const int long_areas = FusedBlockLongAreas(s, block);
-  const int64_t long_rows = int64_t{long_areas} * most;
-  int m = 0;
-  int k = 0;
-  if (q < long_rows) {
-    m = static_cast<int>(q / most);
-    k = static_cast<int>(q % most);
-  } else {
-    const int64_t rest = q - long_rows;
-    m = long_areas + static_cast<int>(rest / (most - 1));
-    k = static_cast<int>(rest % (most - 1));
+
+// Block B's local rows, with every division that does not depend on q done
+// once: the fused kernel maps each atom it sends and receives through Row,
+// and a region holds at most 2^20 rows, so 32-bit arithmetic suffices (a
+// 64-bit division per atom cost the first kernel a visible share of its
+// time).
+struct FusedBlockMap {
+  int block = 0;
+  int grid = 0;
+  int stride = 0;
+  int most = 0;        // ceil(R / S): rows of the block's long areas
+  int long_areas = 0;  // they come first
+  int long_rows = 0;   // local rows in them
+  QR_HOST_DEVICE FusedBlockMap(const FusedSlots& s, int b)
+      : block(b),
+        grid(s.grid),
+        stride(s.stride),
+        most((s.rows + s.stride - 1) / s.stride),
+        long_areas(FusedBlockLongAreas(s, b)),
+        long_rows(long_areas * most) {}
+  QR_HOST_DEVICE FusedSlotRow Row(int q) const {
+    int m = 0;
+    int k = 0;
+    if (q < long_rows) {
+      m = q / most;
+      k = q - m * most;
+    } else {
+      const int rest = q - long_rows;
+      const int shorter = most - 1;
+      m = long_areas + rest / shorter;
+      k = rest - (rest / shorter) * shorter;
+    }
+    return FusedSlotRow{m, block + m * grid + k * stride};
   }
-  const int area = block + m * s.grid;
-  return FusedSlotRow{m, area + k * s.stride};
+};
+
+QR_HOST_DEVICE inline FusedSlotRow FusedLocalRow(const FusedSlots& s, int block, int64_t q) {
+  return FusedBlockMap(s, block).Row(static_cast<int>(q));
 }
 
 // Token rows of block B: B, B + G, ... below tokens.
@@ -107,10 +129,9 @@ QR_HOST_DEVICE inline int64_t FusedBlockNeed(int64_t tokens, int64_t hidden, int
 
 // Threads of a fused block for rows of `hidden` values: one per 16-byte
 // chunk of a row, rounded up to whole lane sets (the sum of squares'
-// lanes, kernels/rmsnorm_lanes.h), at most kFusedMaxThreads. So up to 8192 values a row, a
-// thread receives one chunk and every wait of the row overlaps the others';
-// 256 threads walking four chunks each paid four waits one after another
-// (docs/fused.md, "The one-launch kernel").
+// lanes, kernels/rmsnorm_lanes.h), at most kFusedMaxThreads. A thread keeps
+// its chunk in registers from the receive to the norm, so the kernel takes
+// rows of at most kFusedMaxThreads chunks (8192 values, FusedOneLaunchFits).
 inline constexpr int kFusedMaxThreads = 1024;
 QR_HOST_DEVICE inline int FusedBlockThreads(int64_t hidden) {
   const int64_t chunks = hidden / 8;
@@ -120,14 +141,16 @@ QR_HOST_DEVICE inline int FusedBlockThreads(int64_t hidden) {
                                                      : lanes);
 }
 
-// Blocks of the fused kernel a rank may launch so that every rank's blocks
-// are resident at once: the kernel keeps one block of kFusedMaxThreads per
-// multiprocessor (its __launch_bounds__), and max_blocks is at most four per
-// multiprocessor (kTwoShotBlocksPerSm, one GPU per rank) or the rank's share
-// of two per multiprocessor (ranks sharing a GPU, max_blocks_shared.h), so a
-// quarter of it never asks for more multiprocessors than the rank has.
-QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks) {
-  return max_blocks / 4 > 1 ? max_blocks / 4 : 1;
+// Blocks of `threads` threads a rank may launch so that every rank's blocks
+// are resident at once. max_blocks counts blocks of the one-shot kernel's
+// 256 threads: at most four per multiprocessor (kTwoShotBlocksPerSm, one
+// GPU per rank) or the rank's share of two per multiprocessor (ranks
+// sharing a GPU, max_blocks_shared.h). The fused kernel keeps 64 registers
+// a thread at most (its __launch_bounds__), so a multiprocessor holds
+// 1024 / threads of its blocks: the same threads as max_blocks' blocks.
+QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks, int threads) {
+  const int grid = max_blocks / (threads / kRmsNormLanes);
+  return grid > 1 ? grid : 1;
 }
 
 // The fused kernel's slots for a call of tokens x hidden at world size ws
@@ -139,16 +162,19 @@ QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks) {
 FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
                              int max_grid);
 
-// Whether the fused request runs as one launch: the call fits, every block
-// has one token row at most, and rows of at most 4096 values (512 threads a
-// block). Measured on one H200 (ws 2, every rank on it, graph-captured,
-// docs/performance.md "Fused all-reduce + RMSNorm"): a block's rows run one
-// after another, so 64 rows on 33 blocks took 1.3x and 256 rows 2.6x the
-// two launches; one row of 4096 values a block took 0.96-1.05x of them, one
-// row of 8192 (1024 threads) 1.03-1.16x.
-inline constexpr int kFusedOneLaunchMaxThreads = 512;
+// Whether the one-launch kernel can run the call: its rows fit the slots
+// and a row has at most kFusedMaxThreads chunks.
+QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s, int64_t hidden) {
+  return s.grid > 0 && hidden / 8 <= kFusedMaxThreads;
+}
+
+// Whether the fused request runs as one launch by default: it fits, and no
+// block walks more than kFusedOneLaunchMaxRows token rows (a block's rows
+// run one after another; docs/performance.md "Fused all-reduce + RMSNorm"
+// has the measurements behind the bound).
+inline constexpr int64_t kFusedOneLaunchMaxRows = 2;
 QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens, int64_t hidden) {
-  return s.grid > 0 && tokens <= s.grid && FusedBlockThreads(hidden) <= kFusedOneLaunchMaxThreads;
+  return FusedOneLaunchFits(s, hidden) && tokens <= kFusedOneLaunchMaxRows * s.grid;
 }
 
 }  // namespace qr::kernels

@@ -85,7 +85,7 @@ TEST(FusedSlotsTest, AcceptsExactlyTheCallsThatFit) {
     for (int max_blocks : {16, 33, 66, 132, 528, 608}) {
       for (int64_t tokens : {1, 2, 3, 8, 31, 64, 100, 128, 255, 256, 257, 1000}) {
         for (int64_t hidden : {8, 1032, 2048, 4096, 5120, 8192}) {
-          const int max_grid = FusedMaxGrid(max_blocks);
+          const int max_grid = FusedMaxGrid(max_blocks, FusedBlockThreads(hidden));
           const FusedSlots s = FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, max_grid);
           const bool want = FitsByCount(tokens, hidden, max_blocks, ws, max_grid);
           ASSERT_EQ(s.grid > 0, want)
@@ -119,7 +119,9 @@ TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
           // matches its areas exactly; those take the two launches.
           if (tokens * hidden * 2 >= OneShotMaxBytes(ws)) continue;
           EXPECT_GT(
-              FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, FusedMaxGrid(max_blocks)).grid,
+              FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608,
+                                FusedMaxGrid(max_blocks, FusedBlockThreads(hidden)))
+                  .grid,
               0)
               << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
         }
@@ -146,16 +148,42 @@ TEST(FusedSlotsTest, GridStopsAtTheCap) {
   EXPECT_EQ(FusedOneShotSlots(5, 4096, 528, 2, 608, 8).grid, 5);
 }
 
-// One fused block (at most kFusedMaxThreads threads, one per multiprocessor)
-// per multiprocessor at most, over all ranks: an H200 (132 multiprocessors)
-// with one GPU per rank, and 2, 4 or 8 ranks sharing it.
-TEST(FusedSlotsTest, EveryRanksBlocksFitOnePerMultiprocessor) {
+// Every rank's fused blocks stay resident at once: at 64 registers a thread
+// a multiprocessor holds 1024 threads of them, and the grid never asks for
+// more threads than max_blocks' 256-thread blocks have (an H200, 132
+// multiprocessors, with one GPU per rank, and 2, 4 or 8 ranks sharing it).
+TEST(FusedSlotsTest, EveryRanksBlocksStayResident) {
   const int sms = 132;
-  EXPECT_LE(FusedMaxGrid(sms * 4), sms);
-  for (int ranks : {2, 4, 8}) {
-    const int shared = SharedGpuMaxBlocks(sms * 4, ranks);
-    EXPECT_LE(FusedMaxGrid(shared) * ranks, sms) << ranks << " ranks";
-    EXPECT_GE(FusedMaxGrid(shared), 1);
+  for (int threads : {256, 512, 768, 1024}) {
+    EXPECT_LE(FusedMaxGrid(sms * 4, threads) * threads, sms * 1024) << threads;
+    EXPECT_GE(FusedMaxGrid(sms * 4, threads), sms) << threads;
+    for (int ranks : {2, 4, 8}) {
+      const int shared = SharedGpuMaxBlocks(sms * 4, ranks);
+      EXPECT_LE(FusedMaxGrid(shared, threads) * threads * ranks, sms * 1024)
+          << ranks << " ranks, " << threads << " threads";
+      EXPECT_GE(FusedMaxGrid(shared, threads), 1);
+    }
+  }
+}
+
+// The block map is FusedLocalRow's arithmetic with the divisions hoisted:
+// the same rows as the plain formula (area after area, long areas first).
+TEST(FusedSlotsTest, BlockMapMatchesAreaAfterArea) {
+  for (const FusedSlots s : {FusedSlots{1024, 132, 33}, FusedSlots{1024, 528, 132},
+                             FusedSlots{100, 7, 3}, FusedSlots{33, 33, 33}}) {
+    for (int b = 0; b < s.grid; ++b) {
+      const FusedBlockMap map(s, b);
+      int64_t q = 0;
+      for (int m = 0; m < FusedBlockAreas(s, b); ++m) {
+        const int area = b + m * s.grid;
+        for (int k = 0; k < FusedAreaRows(s, area); ++k, ++q) {
+          const FusedSlotRow r = map.Row(static_cast<int>(q));
+          ASSERT_EQ(r.area_index, m) << "block " << b << " q " << q;
+          ASSERT_EQ(r.row, area + k * s.stride) << "block " << b << " q " << q;
+        }
+      }
+      ASSERT_EQ(q, FusedBlockRows(s, b));
+    }
   }
 }
 

@@ -21,18 +21,20 @@ namespace qr::kernels {
 namespace {
 
 FusedSlots SlotsFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
-  return FusedOneShotSlots(static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden),
-                           max_blocks, world_size, gpu::kFusedMaxAreas, FusedMaxGrid(max_blocks));
+  const int64_t hidden = static_cast<int64_t>(norm.hidden);
+  return FusedOneShotSlots(static_cast<int64_t>(norm.tokens), hidden, max_blocks, world_size,
+                           gpu::kFusedMaxAreas, FusedMaxGrid(max_blocks, FusedBlockThreads(hidden)));
 }
 
-// Blocks of the fused kernel that stay resident at once on the current device.
-StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn) {
+// Blocks of `threads` threads of the fused kernel that stay resident at once
+// on the current device.
+StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, int threads) {
   int device = 0;
   int per_sm = 0;
   int sms = 0;
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), kFusedMaxThreads, 0));
+      &per_sm, reinterpret_cast<const void*>(fn), threads, gpu::FusedSquaresBytes(threads)));
   QR_GPU_RETURN_IF_ERROR(
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
@@ -46,8 +48,11 @@ bool RankState::FusedOneLaunch(const AllReduceRequest& request,
   if (!norm.one_launch || request.algorithm != Algorithm::kOneShot || norm.tokens == 0) {
     return false;
   }
-  return FusedOneLaunchPays(SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size),
-                            static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden));
+  const FusedSlots slots = SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size);
+  const int64_t hidden = static_cast<int64_t>(norm.hidden);
+  return norm.one_launch_always
+             ? FusedOneLaunchFits(slots, hidden)
+             : FusedOneLaunchPays(slots, static_cast<int64_t>(norm.tokens), hidden);
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
@@ -63,10 +68,12 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   // The first launch asks the runtime (which also loads the kernel, before
   // any of this rank's kernels waits for a peer; rmsnorm_epilogue.h says
   // why that matters).
-  std::atomic<int>& cached = impl_->fused_cap[static_cast<int>(request.format)];
+  const int threads = FusedBlockThreads(static_cast<int64_t>(norm.hidden));
+  std::atomic<int>& cached =
+      impl_->fused_cap[static_cast<int>(request.format)][threads / kRmsNormLanes - 1];
   int cap = cached.load(std::memory_order_relaxed);
   if (cap == 0) {
-    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn));
+    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, threads));
     cached.store(cap, std::memory_order_relaxed);
   }
   // Same-index blocks of the ranks wait on each other: all must be resident.
@@ -84,9 +91,10 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.hidden = norm.hidden;
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
-  const int threads = FusedBlockThreads(static_cast<int64_t>(norm.hidden));
-  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernel(
-      fn, dim3(slots.grid), dim3(threads), static_cast<hipStream_t>(stream), impl_->overlap, p));
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(fn, dim3(slots.grid), dim3(threads),
+                                                      gpu::FusedSquaresBytes(threads),
+                                                      static_cast<hipStream_t>(stream),
+                                                      impl_->overlap, p));
   return OkStatus();
 }
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/types.h"
@@ -28,8 +29,9 @@ struct RankState::Impl {
   // ResidentGridCap per KernelSlot, 0 until the first launch of that kernel.
   // Racing first launches compute the same value.
   mutable std::atomic<int> grid_cap[kKernelSlots] = {};
-  // The same for the fused one-shot kernel of each work format.
-  mutable std::atomic<int> fused_cap[kNumWorkFormats] = {};
+  // The same for the fused one-shot kernel of each work format and block
+  // size (FusedBlockThreads: 256, 512, 768 or 1024 threads).
+  mutable std::atomic<int> fused_cap[kNumWorkFormats][kFusedMaxThreads / kRmsNormLanes] = {};
 };
 
 // RankState::Launch's checks of a request (kInvalidArgument), before

@@ -241,18 +241,30 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   EXPECT_EQ(s.FusedOneLaunch(r, n),
             FusedOneLaunchPays(
                 FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
-                                  608, FusedMaxGrid(64)),
+                                  608, FusedMaxGrid(64, FusedBlockThreads(8192))),
                 static_cast<int64_t>(tokens), static_cast<int64_t>(hidden)));
-  // More token rows than blocks (64 layout blocks: 16 fused blocks): a block
-  // would walk its rows one after another, and two launches are faster.
-  r.count = 16 * 4096;
-  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(16, 4096)));
-  r.count = 17 * 4096;
-  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 4096)));
-  // Rows of 8192 values (blocks of 1024 threads) measured slower as one
-  // launch than as two.
-  r.count = 2 * 8192;
-  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(2, 8192)));
+  // 64 layout blocks: 32 fused blocks of 512 threads (rows of 4096 values);
+  // a block walks at most kFusedOneLaunchMaxRows rows by default.
+  r.count = 64 * 4096;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(64, 4096)));
+  r.count = 65 * 4096;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(65, 4096)));
+  // Asked for always: one launch wherever the kernel fits.
+  n = Norm(65, 4096);
+  n.one_launch_always = true;
+  EXPECT_TRUE(s.FusedOneLaunch(r, n));
+  n.one_launch = false;
+  EXPECT_FALSE(s.FusedOneLaunch(r, n));
+  // Rows of 8192 values: 16 blocks of 1024 threads.
+  r.count = 32 * 8192;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(32, 8192)));
+  r.count = 33 * 8192;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(33, 8192)));
+  // Rows of more than 8192 values: a thread keeps one chunk, so never.
+  r.count = 1 * 16384;
+  n = Norm(1, 16384);
+  n.one_launch_always = true;
+  EXPECT_FALSE(s.FusedOneLaunch(r, n));
 }
 
 // The row-split form exactly for two-shot requests that allow it and whose

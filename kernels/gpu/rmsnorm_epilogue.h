@@ -42,6 +42,11 @@ struct ResidualRmsNormRequest {
   // all-gathers move twice the all-reduce's second hop; docs/fused.md).
   // The bits are the same either way.
   bool split_rows = false;
+  // true (with one_launch): one kernel whenever the call fits it
+  // (FusedOneLaunchFits), even where the policy (FusedOneLaunchPays) would
+  // run two; the GPU tests and qr-kernel-cost use it to check and time the
+  // kernel at every shape. The bits are the same either way.
+  bool one_launch_always = false;
 };
 
 // kInvalidArgument for a bad request (checked before the GPU is touched),

@@ -74,12 +74,12 @@ inline bool ProgrammaticLaunchSupported() {
 #endif
 }
 
-// Launches fn<<<grid, threads, 0, stream>>>(params), with programmatic
-// overlap of the previous kernel when `overlap` and the device supports it.
-// Returns the launch's error (hipSuccess when it was enqueued).
+// Launches fn<<<grid, threads, shared_bytes, stream>>>(params), with
+// programmatic overlap of the previous kernel when `overlap` and the device
+// supports it. Returns the launch's error (hipSuccess when it was enqueued).
 template <typename Params>
-hipError_t LaunchKernel(void (*fn)(Params), dim3 grid, dim3 threads, hipStream_t stream,
-                        bool overlap, const Params& params) {
+hipError_t LaunchKernelShared(void (*fn)(Params), dim3 grid, dim3 threads, size_t shared_bytes,
+                              hipStream_t stream, bool overlap, const Params& params) {
 #if QR_PLATFORM_CUDA
   if (overlap && ProgrammaticLaunchSupported()) {
     cudaLaunchAttribute attr[1];
@@ -88,7 +88,7 @@ hipError_t LaunchKernel(void (*fn)(Params), dim3 grid, dim3 threads, hipStream_t
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = threads;
-    config.dynamicSmemBytes = 0;
+    config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
     config.attrs = attr;
     config.numAttrs = 1;
@@ -97,8 +97,15 @@ hipError_t LaunchKernel(void (*fn)(Params), dim3 grid, dim3 threads, hipStream_t
 #else
   (void)overlap;
 #endif
-  hipLaunchKernelGGL(fn, grid, threads, 0, stream, params);
+  hipLaunchKernelGGL(fn, grid, threads, shared_bytes, stream, params);
   return hipGetLastError();
+}
+
+// The same without dynamic shared memory.
+template <typename Params>
+hipError_t LaunchKernel(void (*fn)(Params), dim3 grid, dim3 threads, hipStream_t stream,
+                        bool overlap, const Params& params) {
+  return LaunchKernelShared(fn, grid, threads, 0, stream, overlap, params);
 }
 
 }  // namespace qr::platform

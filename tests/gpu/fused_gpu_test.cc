@@ -89,18 +89,21 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
   // layout: 0 separate outputs, 1 in place (residual_out = residual,
   // norm_out = in), 2 no residual, 3 residual_out = in.
-  // one_launch: ResidualRmsNormRequest::one_launch; a one-shot call that
-  // fits must then run as one kernel (checked). split_rows: the same for
-  // the row-split form of two-shot calls whose rows split exactly.
+  // one_launch, always: ResidualRmsNormRequest::one_launch and
+  // one_launch_always; a one-shot call that the policy (or, always, the
+  // kernel) takes must then run as one kernel (checked). split_rows: the
+  // same for the row-split form of two-shot calls whose rows split exactly.
   void RunAndCheck(Codec codec, bool one_shot, size_t tokens, size_t hidden, int layout,
-                   uint64_t seed, bool one_launch = true, bool split_rows = true) {
+                   uint64_t seed, bool one_launch = true, bool split_rows = true,
+                   bool always = false) {
     const auto [ws, format] = GetParam();
     const DType dtype = WorkFormatDType(format);
     const size_t n = tokens * hidden;
     SCOPED_TRACE(std::string(one_shot ? "one-shot " : "two-shot ") + CodecName(codec) + " " +
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
                  std::to_string(hidden) + " layout " + std::to_string(layout) +
-                 (one_launch ? "" : " two launches") + (split_rows ? "" : " no split"));
+                 (one_launch ? "" : " two launches") + (split_rows ? "" : " no split") +
+                 (always ? " one launch always" : ""));
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
@@ -130,11 +133,12 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
                                         d_w[r],     d_ro[r],
                                         d_no[r],    tokens,
                                         hidden,     eps,
-                                        one_launch, split_rows};
+                                        one_launch, split_rows,
+                                        always};
       if (r == 0) {
         ASSERT_OK_AND_ASSIGN(const bool fused, group_->FusedOneLaunch(call, norm));
         if (one_launch && one_shot) ++one_launch_calls_;
-        if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden))) {
+        if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden, always))) {
           FAIL() << "one launch chosen: " << fused;
         }
         ASSERT_OK_AND_ASSIGN(const bool split, group_->FusedSplitRows(call, norm));
@@ -170,13 +174,15 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     }
   }
 
-  // The one-launch rule (kernels/gpu/one_shot_fused_slots.h) for this group.
-  bool FitsOneLaunch(size_t tokens, size_t hidden) const {
-    return FusedOneLaunchPays(
-        FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
-                          group_->max_blocks(), group_->world_size(), 608,
-                          FusedMaxGrid(group_->max_blocks())),
-        static_cast<int64_t>(tokens), static_cast<int64_t>(hidden));
+  // The one-launch rule (kernels/gpu/one_shot_fused_slots.h) for this
+  // group: the policy's, or (always) whether the kernel fits.
+  bool FitsOneLaunch(size_t tokens, size_t hidden, bool always) const {
+    const auto t = static_cast<int64_t>(tokens);
+    const auto h = static_cast<int64_t>(hidden);
+    const FusedSlots slots =
+        FusedOneShotSlots(t, h, group_->max_blocks(), group_->world_size(), 608,
+                          FusedMaxGrid(group_->max_blocks(), FusedBlockThreads(h)));
+    return always ? FusedOneLaunchFits(slots, h) : FusedOneLaunchPays(slots, t, h);
   }
 
   // A plain one-shot all-reduce of `count` elements on every rank, checked.
@@ -271,7 +277,10 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
     const size_t n = shape[0] * shape[1];
     for (int layout = 0; layout < 3; ++layout) {
       if (n <= one_shot_max) {
-        RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++);
+        // Layout 0 as the policy runs it; the others as one launch wherever
+        // the kernel fits (blocks that walk several rows included).
+        RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
+                    /*one_launch=*/true, /*split_rows=*/true, /*always=*/layout != 0);
         if (HasFatalFailure()) return;
         if (layout == 0) {
           RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
@@ -336,7 +345,7 @@ TEST_P(FusedGpuTest, RowSplitEqualsTheHostReference) {
 // (one_shot_fused_slots.h), so a mistake hangs or corrupts a later call.
 TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
   const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(group_->world_size()));
-  const size_t fused[][2] = {{1, 4096}, {33, 2056}, {2, 8192}, {7, 1032}, {64, 4096}};
+  const size_t fused[][2] = {{1, 4096}, {33, 2056}, {2, 8192}, {150, 1032}, {64, 4096}};
   const size_t plain[] = {8, 2048 * 5 + 8, 100000, one_shot_max / 2, 2056};
   // Whole messages of the one-shot reduce-scatters / all-gathers in between.
   const size_t collective[] = {64, 2048 * 9, one_shot_max, 4096, 100000};
@@ -344,7 +353,8 @@ TEST_P(FusedGpuTest, SharesTheOneShotRegionWithThePlainKernel) {
   for (int rep = 0; rep < 2; ++rep) {
     for (size_t i = 0; i < 5; ++i) {
       if (fused[i][0] * fused[i][1] <= one_shot_max) {
-        RunAndCheck(Codec::kFp, /*one_shot=*/true, fused[i][0], fused[i][1], i % 3, seed++);
+        RunAndCheck(Codec::kFp, /*one_shot=*/true, fused[i][0], fused[i][1], i % 3, seed++,
+                    /*one_launch=*/true, /*split_rows=*/true, /*always=*/true);
         if (HasFatalFailure()) return;
       }
       RunPlainOneShot(plain[i], seed++);
