@@ -133,18 +133,18 @@ QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_
 }
 
 // The one-shot reduce of one atom (kernels/one_shot_reference.h
-// ReduceOneShot): this rank's own input atom `own_in` (input bits, taken
-// through the wire form as a peer's would be) and every peer's wire atom at
+// ReduceOneShot): this rank's own atom `own_wire` (its wire form, as a peer
+// sees it: ToWire of the work-dtype bits) and every peer's wire atom at
 // mine + s * OneShotMaxBytes(ws) + off (`mine`: this rank's region at the
 // call's phase), each polled until it arrived and zeroed right after it was
 // read, summed in fp32 in rank order 0..ws-1 and rounded once into *out.
 // False when a wait gave up (the sticky error is set; *out is untouched).
 template <WorkFormat kElem, int kWs>
-QR_DEVICE_INLINE bool ReceiveSum(const KernelParams& p, char* mine, size_t off, const Vec16& own_in,
-                                 Vec16& out) {
+QR_DEVICE_INLINE bool ReceiveSumWire(const KernelParams& p, char* mine, size_t off,
+                                     const Vec16& own_wire, Vec16& out) {
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
-  const Vec16 own = FromWire(ToWire(Elem<kElem>::In(own_in)));
+  const Vec16 own = FromWire(own_wire);
   bool ok = true;
   float acc[8];
 #pragma unroll
@@ -164,6 +164,13 @@ QR_DEVICE_INLINE bool ReceiveSum(const KernelParams& p, char* mine, size_t off, 
   }
   if (ok) out = Elem<kElem>::Out(Pack<kBf16>(acc));
   return ok;
+}
+
+// The same from this rank's input bits `own_in`.
+template <WorkFormat kElem, int kWs>
+QR_DEVICE_INLINE bool ReceiveSum(const KernelParams& p, char* mine, size_t off, const Vec16& own_in,
+                                 Vec16& out) {
+  return ReceiveSumWire<kElem, kWs>(p, mine, off, ToWire(Elem<kElem>::In(own_in)), out);
 }
 
 }  // namespace qr::kernels::gpu

@@ -42,7 +42,7 @@ static_assert(kFusedSlotRowAtoms == kOneShotThreads, "a slot row is the one-shot
 // The reference's pairwise tree over the 256 lane sums (lanes[j] +=
 // lanes[j + s] for j < s, s = 128 .. 1), computed by one warp: lane i holds
 // lanes i, i + W, ...; the levels s >= W add registers, the levels below
-// take lane i + s by a shuffle. Every lane returns the root.
+// take lane i + s by a shuffle. Lane 0 returns the root.
 QR_DEVICE_INLINE float LaneTree(const float* lanes) {
   constexpr int kPer = kLanes / kWarp;
   const int i = static_cast<int>(threadIdx.x) % kWarp;
@@ -60,12 +60,19 @@ QR_DEVICE_INLINE float LaneTree(const float* lanes) {
     const float other = __uint_as_float(platform::ShuffleU32(__float_as_uint(root), i + s, kWarp));
     root = platform::AddRn(root, other);
   }
-  return __uint_as_float(platform::ShuffleU32(__float_as_uint(root), 0, kWarp));
+  return root;
 }
 
 // At most 64 registers a thread: a multiprocessor holds 1024 / blockDim.x
 // blocks, the budget FusedMaxGrid sizes the grid for. Dynamic shared memory:
-// the squares of threads 256 .. blockDim.x - 1, FusedSquaresBytes.
+// the squares of threads 256 .. blockDim.x - 1 (FusedSquaresBytes).
+//
+// With one token row a block runs on one multiprocessor, so its time is
+// mostly the instructions its warps issue there (an ncu profile of the
+// first form: about 1000 a warp, a third of them integer divisions of the
+// slot map): the map's divisions are done once a block, a row's slot once a
+// row, the wire form once, and only warp 0 runs the tree and the division
+// and square root, the others waiting at a barrier.
 template <WorkFormat kElem, int kWs>
 __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedOneShotParams fp) {
   // Before anything the previous kernel may touch (the counts, the slots).
@@ -75,14 +82,15 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x)};
   const FusedBlockMap map(slots, static_cast<int>(blockIdx.x));
-  const int threads = static_cast<int>(blockDim.x);
-  const int t = static_cast<int>(threadIdx.x);
-  const int chunks = static_cast<int>(fp.hidden / kRmsNormChunkElems);  // <= threads
-  const int rows = (static_cast<int>(fp.tokens) - map.block + map.grid - 1) / map.grid;
+  const unsigned threads = blockDim.x;
+  const unsigned t = threadIdx.x;
+  const unsigned chunks = static_cast<unsigned>(fp.hidden / kRmsNormChunkElems);  // <= threads
+  const unsigned grid = gridDim.x;
+  const unsigned rows = (static_cast<unsigned>(fp.tokens) - blockIdx.x + grid - 1) / grid;
   const bool active = t < chunks;
   // Row i of the block is token row block + i * grid; this thread's chunk of it.
-  const size_t row_step = static_cast<size_t>(map.grid) * fp.hidden * 2;
-  const size_t first = static_cast<size_t>(map.block) * fp.hidden * 2 + static_cast<size_t>(t) * 16;
+  const size_t row_step = static_cast<size_t>(grid) * fp.hidden * 2;
+  const size_t first = blockIdx.x * fp.hidden * 2 + static_cast<size_t>(t) * 16;
 
   // Loads that do not depend on the phase, in flight across the barrier.
   Vec16 in{}, res{}, weight{};
@@ -94,15 +102,17 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 
   __shared__ uint32_t gave_up;
   __shared__ unsigned char parity[kFusedMaxAreas];
-  __shared__ float lanes[2][kLanes];  // by row parity: a row's lanes are read after its barrier
+  __shared__ float lanes[kLanes];
+  __shared__ float row_inv;
   extern __shared__ float squares[];  // [8][threads - 256]
-  const int helpers = threads - kLanes;
+  const unsigned helpers = threads - kLanes;
   if (t == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   // Each area this block uses: its count picks the phase of its rows, and
   // advances (nothing else in this grid touches the area's count).
-  const int used_areas = map.Row((rows * chunks - 1) / kFusedSlotRowAtoms).area_index + 1;
-  for (int m = t; m < used_areas; m += threads) {
-    uint32_t* count = p.oneshot_counter + map.block + m * map.grid;
+  const unsigned used_areas =
+      map.Row(static_cast<int>((rows * chunks - 1) / kFusedSlotRowAtoms)).area_index + 1;
+  for (unsigned m = t; m < used_areas; m += threads) {
+    uint32_t* count = p.oneshot_counter + blockIdx.x + m * grid;
     const uint32_t c = *count;
     *count = c + 1;
     parity[m] = static_cast<unsigned char>(c & 1u);
@@ -112,18 +122,21 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 
   // Offset of row i's atom of this thread in a source's part of the region,
   // phase included.
-  auto slot = [&](int i) -> size_t {
-    const int j = i * chunks + t;
-    const FusedSlotRow r = map.Row(j / kFusedSlotRowAtoms);
+  auto slot = [&](unsigned i) -> size_t {
+    const unsigned j = i * chunks + t;
+    const FusedSlotRow r = map.Row(static_cast<int>(j / kFusedSlotRowAtoms));
     return static_cast<size_t>(parity[r.area_index]) * kOneShotRegionBytes +
            (static_cast<size_t>(r.row) * kFusedSlotRowAtoms + j % kFusedSlotRowAtoms) * 16;
   };
+  const size_t slot0 = slot(0);
 
+  Vec16 wire0{};
   if (active) {
-    for (int i = 0; i < rows; ++i) {
-      const Vec16 v = i == 0 ? in : platform::LoadInput16(p.in + first + i * row_step);
-      const Vec16 w = ToWire(Elem<kElem>::In(v));
-      const size_t to = p.oneshot + slot(i) + p.rank * kPerSource;
+    for (unsigned i = 0; i < rows; ++i) {
+      const Vec16 w =
+          ToWire(Elem<kElem>::In(i == 0 ? in : platform::LoadInput16(p.in + first + i * row_step)));
+      if (i == 0) wire0 = w;
+      const size_t to = p.oneshot + (i == 0 ? slot0 : slot(i)) + p.rank * kPerSource;
 #pragma unroll
       for (int r = 0; r < kWs; ++r) {
         if (r != p.rank) platform::StoreRemote16(p.buffers[r] + to, w);
@@ -134,35 +147,37 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   char* const mine = p.buffers[p.rank] + p.oneshot;
   const float hidden = static_cast<float>(fp.hidden);  // round to nearest, as the host
   bool ok = true;
-  for (int i = 0; i < rows; ++i) {
+  for (unsigned i = 0; i < rows; ++i) {
     const size_t off = first + i * row_step;
-    Vec16 x{};
-    float sq[8] = {};
+    float x[8] = {};  // residual_out's values (0 past the row or after a failed wait)
     if (active && ok) {
+      Vec16 own = wire0;
       if (i > 0) {
-        in = platform::LoadInput16(p.in + off);
+        own = ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + off)));
         if (fp.residual != nullptr) res = platform::LoadInput16(fp.residual + off);
       }
       // The one-shot all-reduce, bit for bit (one_shot.cu).
-      ok = ReceiveSum<kElem, kWs>(p, mine, slot(i), in, x);
+      Vec16 sum;
+      ok = ReceiveSumWire<kElem, kWs>(p, mine, i == 0 ? slot0 : slot(i), own, sum);
       if (ok) {
         // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
         if (fp.residual != nullptr) {
-          float a[8], b[8];
-          Unpack<kBf16>(x, a);
+          float b[8];
+          Unpack<kBf16>(sum, x);
           Unpack<kBf16>(res, b);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) a[e] = platform::AddRn(a[e], b[e]);
-          x = Pack<kBf16>(a);
+          for (int e = 0; e < 8; ++e) x[e] = platform::AddRn(x[e], b[e]);
+          sum = Pack<kBf16>(x);
         }
-        platform::StoreOutput16(fp.residual_out + off, x);
-        Unpack<kBf16>(x, sq);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq[e] = platform::MulRn(sq[e], sq[e]);
+        platform::StoreOutput16(fp.residual_out + off, sum);
+        Unpack<kBf16>(sum, x);
       }
     }
     // Lane t's sum: its chunks t, t + 256, ... in order, each chunk's
     // squares in order (a thread past the row, or whose wait gave up, adds 0).
+    float sq[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sq[e] = platform::MulRn(x[e], x[e]);
     if (helpers > 0) {
       if (t >= kLanes) {
 #pragma unroll
@@ -174,22 +189,30 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       float part = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) part = platform::AddRn(part, sq[e]);
-      for (int u = t; u < helpers; u += kLanes) {
+      for (unsigned u = t; u < helpers; u += kLanes) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) part = platform::AddRn(part, squares[e * helpers + u]);
       }
-      lanes[i & 1][t] = part;
+      lanes[t] = part;
     }
     __syncthreads();
-    const float mean = platform::DivRn(LaneTree(lanes[i & 1]), hidden);
-    const float inv = platform::DivRn(1.0f, platform::SqrtRn(platform::AddRn(mean, fp.eps)));
+    if (t < kWarp) {
+      const float root = LaneTree(lanes);
+      if (t == 0) {
+        const float mean = platform::DivRn(root, hidden);
+        row_inv = platform::DivRn(1.0f, platform::SqrtRn(platform::AddRn(mean, fp.eps)));
+      }
+    }
+    // The tree has read the lanes and the inverse is written: the next row
+    // may write the lanes and squares again.
+    __syncthreads();
+    const float inv = row_inv;
     if (active && ok) {
-      float v[8], w[8];
-      Unpack<kBf16>(x, v);
+      float w[8];
       Unpack<kBf16>(weight, w);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = platform::MulRn(platform::MulRn(v[e], inv), w[e]);
-      platform::StoreOutput16(p.out + off, Pack<kBf16>(v));
+      for (int e = 0; e < 8; ++e) x[e] = platform::MulRn(platform::MulRn(x[e], inv), w[e]);
+      platform::StoreOutput16(p.out + off, Pack<kBf16>(x));
     }
   }
 }

@@ -97,6 +97,8 @@ struct FusedBlockMap {
         long_areas(FusedBlockLongAreas(s, b)),
         long_rows(long_areas * most) {}
   QR_HOST_DEVICE FusedSlotRow Row(int q) const {
+    // The block's first area (most calls: a block's rows fit in it).
+    if (q < (long_areas > 0 ? most : most - 1)) return FusedSlotRow{0, block + q * stride};
     int m = 0;
     int k = 0;
     if (q < long_rows) {
