@@ -25,13 +25,15 @@ struct FusedOneShotParams {
   size_t hidden;         // a positive multiple of kRmsNormChunkElems
   float eps;
   int slot_rows;  // FusedSlots::rows (the stride is base.oneshot_blocks)
+  int parts;      // FusedSlots::parts: blocks sharing a token row
+  size_t lanes;   // TwoShotLayout::fused_lanes: this rank's lane inboxes in its buffer
 };
 
 using FusedKernelFn = void (*)(FusedOneShotParams);
 
-// Dynamic shared memory a block of `threads` threads takes (the squares of
-// the threads past the first 256 lanes).
-size_t FusedSquaresBytes(int threads);
+// Dynamic shared memory a block of `threads` threads, one of `parts` of a
+// row, takes: the squares of the threads past the part's lanes.
+size_t FusedSquaresBytes(int threads, int parts);
 
 // The kernel for (elem, ws); nullptr if unsupported. kBf16Cast runs the bf16
 // kernel, as the plain one-shot kernel does (it moves exact values).

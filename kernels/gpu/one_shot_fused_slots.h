@@ -40,7 +40,8 @@ inline constexpr int kFusedSlotRowAtoms = 256;
 struct FusedSlots {
   int rows = 0;    // R: slot rows per source in one phase
   int stride = 0;  // S: areas (the plain one-shot kernel's stride)
-  int grid = 0;    // G: blocks of the fused kernel
+  int grid = 0;    // G: blocks of the fused kernel, a multiple of parts
+  int parts = 1;   // P: blocks sharing each token row (FusedRowParts)
 };
 
 // Slot rows of area b: rows b, b + S, ... below R.
@@ -118,29 +119,63 @@ QR_HOST_DEVICE inline FusedSlotRow FusedLocalRow(const FusedSlots& s, int block,
   return FusedBlockMap(s, block).Row(static_cast<int>(q));
 }
 
-// Token rows of block B: B, B + G, ... below tokens.
-QR_HOST_DEVICE inline int64_t FusedBlockTokens(int64_t tokens, int grid, int block) {
-  return (tokens - block + grid - 1) / grid;
+// Token rows of block B: those of its row group B / P, whose rows are
+// B / P, B / P + G / P, ... below tokens.
+QR_HOST_DEVICE inline int64_t FusedBlockTokens(int64_t tokens, const FusedSlots& s, int block) {
+  const int groups = s.grid / s.parts;
+  return (tokens - block / s.parts + groups - 1) / groups;
 }
 
-// Local slot rows block B needs for its token rows.
-QR_HOST_DEVICE inline int64_t FusedBlockNeed(int64_t tokens, int64_t hidden, int grid, int block) {
-  const int64_t atoms = FusedBlockTokens(tokens, grid, block) * (hidden / 8);
+// Local slot rows block B needs for its token rows: each row gives each of
+// its P blocks hidden / 8 / P atoms.
+QR_HOST_DEVICE inline int64_t FusedBlockNeed(int64_t tokens, int64_t hidden, const FusedSlots& s,
+                                             int block) {
+  const int64_t atoms = FusedBlockTokens(tokens, s, block) * (hidden / 8 / s.parts);
   return (atoms + kFusedSlotRowAtoms - 1) / kFusedSlotRowAtoms;
 }
 
-// Threads of a fused block for rows of `hidden` values: one per 16-byte
-// chunk of a row, rounded up to whole lane sets (the sum of squares'
-// lanes, kernels/rmsnorm_lanes.h), at most kFusedMaxThreads. A thread keeps
-// its chunk in registers from the receive to the norm, so the kernel takes
-// rows of at most kFusedMaxThreads chunks (8192 values, FusedOneLaunchFits).
+// Threads of a fused block for rows of `hidden` values split over `parts`
+// blocks, or 0 when the kernel cannot take them. Part p of a row owns the
+// sum-of-squares lanes [p * 256 / P, (p + 1) * 256 / P) (kernels/rmsnorm_lanes.h)
+// and every chunk of them; its thread u takes chunk l + 256 m of lane
+// l = p * 256 / P + u % (256 / P), m = u / (256 / P), and keeps it in
+// registers from the receive to the norm. One part: a thread per chunk,
+// rounded up to whole lane sets (256 threads at least). Several parts
+// (a power of two up to 8): rows of whole lane sets (hidden a multiple of
+// 2048). At most kFusedMaxThreads either way.
 inline constexpr int kFusedMaxThreads = 1024;
-QR_HOST_DEVICE inline int FusedBlockThreads(int64_t hidden) {
+inline constexpr int kFusedMaxParts = 8;
+QR_HOST_DEVICE inline int FusedThreads(int64_t hidden, int parts) {
   const int64_t chunks = hidden / 8;
-  const int64_t lanes = (chunks + kRmsNormLanes - 1) / kRmsNormLanes * kRmsNormLanes;
-  return static_cast<int>(lanes < kRmsNormLanes      ? kRmsNormLanes
-                          : lanes > kFusedMaxThreads ? kFusedMaxThreads
-                                                     : lanes);
+  int64_t threads = 0;
+  if (parts == 1) {
+    threads = (chunks + kRmsNormLanes - 1) / kRmsNormLanes * kRmsNormLanes;
+  } else if (parts == 2 || parts == 4 || parts == kFusedMaxParts) {
+    threads = chunks % kRmsNormLanes == 0 ? chunks / parts : 0;
+  }
+  return threads > 0 && threads <= kFusedMaxThreads ? static_cast<int>(threads) : 0;
+}
+
+// Parts of a row for the shortest rows' time: blocks of at most 256
+// threads, so a row of 2048 values or more runs on several multiprocessors
+// (with one token row, one block's multiprocessor issuing every
+// instruction of a row of 8192 values was most of the kernel's time).
+// 0 when no split takes the row.
+QR_HOST_DEVICE inline int FusedRowParts(int64_t hidden) {
+  for (int parts = 1; parts <= kFusedMaxParts; parts *= 2) {
+    const int threads = FusedThreads(hidden, parts);
+    if (threads > 0 && threads <= kRmsNormLanes) return parts;
+  }
+  return 0;
+}
+
+// The fewest parts that take the row (rows walked by few blocks lose the
+// least to the lane exchange between parts), 0 when none does.
+QR_HOST_DEVICE inline int FusedFewestParts(int64_t hidden) {
+  for (int parts = 1; parts <= kFusedMaxParts; parts *= 2) {
+    if (FusedThreads(hidden, parts) > 0) return parts;
+  }
+  return 0;
 }
 
 // Blocks of `threads` threads a rank may launch so that every rank's blocks
@@ -151,32 +186,43 @@ QR_HOST_DEVICE inline int FusedBlockThreads(int64_t hidden) {
 // a thread at most (its __launch_bounds__), so a multiprocessor holds
 // 1024 / threads of its blocks: the same threads as max_blocks' blocks.
 QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks, int threads) {
-  const int grid = max_blocks / (threads / kRmsNormLanes);
+  const int grid = max_blocks / ((threads + kRmsNormLanes - 1) / kRmsNormLanes);
   return grid > 1 ? grid : 1;
 }
 
-// The fused kernel's slots for a call of tokens x hidden at world size ws
-// whose layout has max_blocks blocks, with at most max_grid blocks, or grid
-// 0 when the call does not fit (some block's token rows need more slot rows
-// than its areas hold, or the areas exceed max_areas, the count a block can
-// keep in shared memory). The same on every rank. hidden: a positive
-// multiple of 8; tokens > 0.
+// The fused kernel's slots for a call of tokens x hidden split into `parts`
+// blocks a row at world size ws whose layout has max_blocks blocks, with at
+// most max_grid blocks, or grid 0 when the call does not fit (some block's
+// token rows need more slot rows than its areas hold, or the areas exceed
+// max_areas, the count a block can keep in shared memory). The same on
+// every rank. hidden: a positive multiple of 8 that FusedThreads(hidden,
+// parts) takes; tokens > 0.
 FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
-                             int max_grid);
+                             int max_grid, int parts = 1);
 
-// Whether the one-launch kernel can run the call: its rows fit the slots
-// and a row has at most kFusedMaxThreads chunks.
-QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s, int64_t hidden) {
-  return s.grid > 0 && hidden / 8 <= kFusedMaxThreads;
-}
+// How the one-launch kernel runs a call of tokens x hidden: the parts of a
+// row (FusedRowParts when every row group then has one token row, so tokens
+// x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
+// block, and the slots. slots.grid == 0: the kernel does not take the call.
+// The same on every rank.
+struct FusedLaunchShape {
+  int parts = 0;
+  int threads = 0;
+  FusedSlots slots;
+};
+FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws,
+                              int max_areas);
+
+// Whether the one-launch kernel can run the call: its rows fit the slots.
+QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s) { return s.grid > 0; }
 
 // Whether the fused request runs as one launch by default: it fits, and no
 // block walks more than kFusedOneLaunchMaxRows token rows (a block's rows
 // run one after another; docs/performance.md "Fused all-reduce + RMSNorm"
 // has the measurements behind the bound).
 inline constexpr int64_t kFusedOneLaunchMaxRows = 2;
-QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens, int64_t hidden) {
-  return FusedOneLaunchFits(s, hidden) && tokens <= kFusedOneLaunchMaxRows * s.grid;
+QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens) {
+  return FusedOneLaunchFits(s) && tokens <= kFusedOneLaunchMaxRows * (s.grid / s.parts);
 }
 
 }  // namespace qr::kernels

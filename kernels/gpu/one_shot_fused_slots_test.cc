@@ -59,21 +59,25 @@ TEST(FusedSlotsTest, MapIsABijectionOntoEachBlocksAreas) {
   }
 }
 
-// The fit rule against a direct count: block b's token rows, times the atoms
-// of a row, within the slot rows of its areas.
-bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid) {
+// The fit rule against a direct count: block b's token rows (those of its
+// row group b / parts), times its atoms of a row, within the slot rows of
+// its areas.
+bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid, int parts) {
   const int rows = static_cast<int>(OneShotMaxBytes(ws) / 4096);
   const int stride = std::min(rows, max_blocks);
-  const int grid = static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens));
-  if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return false;
+  const int grid =
+      static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens * parts)) / parts *
+      parts;
+  if (grid == 0 || tokens * hidden * 2 > OneShotMaxBytes(ws)) return false;
+  const int groups = grid / parts;
   for (int b = 0; b < grid; ++b) {
     int64_t mine = 0;
-    for (int64_t t = b; t < tokens; t += grid) ++mine;
+    for (int64_t t = b / parts; t < tokens; t += groups) ++mine;
     int64_t slot_rows = 0;
     for (int a = b; a < stride; a += grid) {
       for (int r = a; r < rows; r += stride) ++slot_rows;
     }
-    if ((mine * hidden / 8 + 255) / 256 > slot_rows) return false;
+    if ((mine * hidden / 8 / parts + 255) / 256 > slot_rows) return false;
   }
   return true;
 }
@@ -84,18 +88,27 @@ TEST(FusedSlotsTest, AcceptsExactlyTheCallsThatFit) {
   for (int ws : {2, 4, 8}) {
     for (int max_blocks : {16, 33, 66, 132, 528, 608}) {
       for (int64_t tokens : {1, 2, 3, 8, 31, 64, 100, 128, 255, 256, 257, 1000}) {
-        for (int64_t hidden : {8, 1032, 2048, 4096, 5120, 8192}) {
-          const int max_grid = FusedMaxGrid(max_blocks, FusedBlockThreads(hidden));
-          const FusedSlots s = FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, max_grid);
-          const bool want = FitsByCount(tokens, hidden, max_blocks, ws, max_grid);
-          ASSERT_EQ(s.grid > 0, want)
-              << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
-          if (want) {
-            ++fits;
-            EXPECT_EQ(s.grid, std::min<int64_t>(std::min(s.stride, max_grid), tokens));
-            EXPECT_EQ(s.rows, OneShotMaxBytes(ws) / 4096);
-          } else {
-            ++misses;
+        for (int64_t hidden : {8, 1032, 2048, 4096, 5120, 8192, 16384}) {
+          for (int parts : {1, 2, 4, 8}) {
+            const int threads = FusedThreads(hidden, parts);
+            if (threads == 0) continue;
+            const int max_grid = FusedMaxGrid(max_blocks, threads);
+            const FusedSlots s =
+                FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608, max_grid, parts);
+            const bool want = FitsByCount(tokens, hidden, max_blocks, ws, max_grid, parts);
+            ASSERT_EQ(s.grid > 0, want) << "ws " << ws << " max_blocks " << max_blocks << " "
+                                        << tokens << "x" << hidden << " parts " << parts;
+            if (want) {
+              ++fits;
+              EXPECT_EQ(s.grid % parts, 0);
+              EXPECT_EQ(s.parts, parts);
+              EXPECT_EQ(s.grid,
+                        std::min<int64_t>(std::min(s.stride, max_grid), tokens * parts) / parts *
+                            parts);
+              EXPECT_EQ(s.rows, OneShotMaxBytes(ws) / 4096);
+            } else {
+              ++misses;
+            }
           }
         }
       }
@@ -118,11 +131,7 @@ TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
           // A message of the whole region fits only if every block's share
           // matches its areas exactly; those take the two launches.
           if (tokens * hidden * 2 >= OneShotMaxBytes(ws)) continue;
-          EXPECT_GT(
-              FusedOneShotSlots(tokens, hidden, max_blocks, ws, 608,
-                                FusedMaxGrid(max_blocks, FusedBlockThreads(hidden)))
-                  .grid,
-              0)
+          EXPECT_GT(FusedShapeOf(tokens, hidden, max_blocks, ws, 608).slots.grid, 0)
               << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
         }
       }
@@ -187,16 +196,68 @@ TEST(FusedSlotsTest, BlockMapMatchesAreaAfterArea) {
   }
 }
 
-// One thread per 16-byte chunk of a row, in whole sets of 256 lanes, 256 to
-// 1024 threads.
-TEST(FusedSlotsTest, BlockThreadsFollowTheRow) {
-  EXPECT_EQ(FusedBlockThreads(8), 256);
-  EXPECT_EQ(FusedBlockThreads(2048), 256);
-  EXPECT_EQ(FusedBlockThreads(2056), 512);
-  EXPECT_EQ(FusedBlockThreads(4096), 512);
-  EXPECT_EQ(FusedBlockThreads(5120), 768);
-  EXPECT_EQ(FusedBlockThreads(8192), 1024);
-  EXPECT_EQ(FusedBlockThreads(16384), 1024);
+// One part: a thread per 16-byte chunk of a row, in whole sets of 256
+// lanes, 256 to 1024 threads. Several parts: rows of whole lane sets,
+// hidden / 8 / parts threads, at most 1024.
+TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
+  EXPECT_EQ(FusedThreads(8, 1), 256);
+  EXPECT_EQ(FusedThreads(2048, 1), 256);
+  EXPECT_EQ(FusedThreads(2056, 1), 512);
+  EXPECT_EQ(FusedThreads(4096, 1), 512);
+  EXPECT_EQ(FusedThreads(5120, 1), 768);
+  EXPECT_EQ(FusedThreads(8192, 1), 1024);
+  EXPECT_EQ(FusedThreads(16384, 1), 0);
+  EXPECT_EQ(FusedThreads(4096, 2), 256);
+  EXPECT_EQ(FusedThreads(8192, 2), 512);
+  EXPECT_EQ(FusedThreads(8192, 4), 256);
+  EXPECT_EQ(FusedThreads(16384, 2), 1024);
+  EXPECT_EQ(FusedThreads(16384, 8), 256);
+  EXPECT_EQ(FusedThreads(6144, 4), 192);
+  EXPECT_EQ(FusedThreads(2056, 2), 0);  // not whole lane sets
+  EXPECT_EQ(FusedThreads(4096, 3), 0);  // parts: 1, 2, 4 or 8
+  EXPECT_EQ(FusedThreads(65536, 8), 1024);
+  EXPECT_EQ(FusedThreads(131072, 8), 0);
+}
+
+// The shortest rows' split: blocks of at most 256 threads; the fewest parts
+// otherwise.
+TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {
+  EXPECT_EQ(FusedRowParts(8), 1);
+  EXPECT_EQ(FusedRowParts(2048), 1);
+  EXPECT_EQ(FusedRowParts(2056), 0);  // 512 threads and no split
+  EXPECT_EQ(FusedRowParts(4096), 2);
+  EXPECT_EQ(FusedRowParts(6144), 4);
+  EXPECT_EQ(FusedRowParts(8192), 4);
+  EXPECT_EQ(FusedRowParts(16384), 8);
+  EXPECT_EQ(FusedRowParts(32768), 0);
+  EXPECT_EQ(FusedFewestParts(2056), 1);
+  EXPECT_EQ(FusedFewestParts(8192), 1);
+  EXPECT_EQ(FusedFewestParts(16384), 2);
+  EXPECT_EQ(FusedFewestParts(32768), 4);
+  EXPECT_EQ(FusedFewestParts(131072), 0);
+}
+
+// A call splits its rows while every row group then has one row, else takes
+// the fewest parts; the grid is whole row groups.
+TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
+  FusedLaunchShape s = FusedShapeOf(1, 8192, 528, 2, 608);
+  EXPECT_EQ(s.parts, 4);
+  EXPECT_EQ(s.threads, 256);
+  EXPECT_EQ(s.slots.grid, 4);
+  s = FusedShapeOf(64, 4096, 132, 2, 608);  // 128 blocks of the 132
+  EXPECT_EQ(s.parts, 2);
+  EXPECT_EQ(s.slots.grid, 128);
+  s = FusedShapeOf(256, 4096, 132, 2, 608);  // 512 blocks would not fit
+  EXPECT_EQ(s.parts, 1);
+  EXPECT_EQ(s.threads, 512);
+  EXPECT_EQ(s.slots.grid, 66);
+  s = FusedShapeOf(40, 16384, 132, 2, 608);  // 320 > 132: two parts of 1024 threads
+  EXPECT_EQ(s.parts, 2);
+  EXPECT_EQ(s.threads, 1024);
+  EXPECT_EQ(s.slots.grid, 32);
+  EXPECT_EQ(FusedShapeOf(1, 2056, 528, 2, 608).parts, 1);
+  EXPECT_EQ(FusedShapeOf(1, 131072, 528, 2, 608).slots.grid, 0);
+  EXPECT_EQ(FusedShapeOf(1, 12, 528, 2, 608).slots.grid, 0);
 }
 
 }  // namespace

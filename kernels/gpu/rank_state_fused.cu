@@ -20,21 +20,21 @@
 namespace qr::kernels {
 namespace {
 
-FusedSlots SlotsFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
-  const int64_t hidden = static_cast<int64_t>(norm.hidden);
-  return FusedOneShotSlots(static_cast<int64_t>(norm.tokens), hidden, max_blocks, world_size,
-                           gpu::kFusedMaxAreas, FusedMaxGrid(max_blocks, FusedBlockThreads(hidden)));
+FusedLaunchShape ShapeFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
+  return FusedShapeOf(static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden),
+                      max_blocks, world_size, gpu::kFusedMaxAreas);
 }
 
 // Blocks of `threads` threads of the fused kernel that stay resident at once
 // on the current device.
-StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, int threads) {
+StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, int threads, int parts) {
   int device = 0;
   int per_sm = 0;
   int sms = 0;
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), threads, gpu::FusedSquaresBytes(threads)));
+      &per_sm, reinterpret_cast<const void*>(fn), threads,
+      gpu::FusedSquaresBytes(threads, parts)));
   QR_GPU_RETURN_IF_ERROR(
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
@@ -48,32 +48,32 @@ bool RankState::FusedOneLaunch(const AllReduceRequest& request,
   if (!norm.one_launch || request.algorithm != Algorithm::kOneShot || norm.tokens == 0) {
     return false;
   }
-  const FusedSlots slots = SlotsFor(norm, impl_->config.max_blocks, impl_->config.world_size);
-  const int64_t hidden = static_cast<int64_t>(norm.hidden);
-  return norm.one_launch_always
-             ? FusedOneLaunchFits(slots, hidden)
-             : FusedOneLaunchPays(slots, static_cast<int64_t>(norm.tokens), hidden);
+  const FusedSlots slots =
+      ShapeFor(norm, impl_->config.max_blocks, impl_->config.world_size).slots;
+  return norm.one_launch_always ? FusedOneLaunchFits(slots)
+                                : FusedOneLaunchPays(slots, static_cast<int64_t>(norm.tokens));
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
                                      const ResidualRmsNormRequest& norm,
                                      ::qr::gpu::Stream stream) const {
   const RankConfig& c = impl_->config;
-  const FusedSlots slots = SlotsFor(norm, c.max_blocks, c.world_size);
+  const FusedLaunchShape shape = ShapeFor(norm, c.max_blocks, c.world_size);
+  const FusedSlots& slots = shape.slots;
   if (slots.stride != impl_->params.oneshot_blocks) {
     return InternalError("fused one-shot: slot stride differs from the one-shot kernel's");
   }
   const gpu::FusedKernelFn fn = gpu::FusedOneShotKernelFor(request.format, c.world_size);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/world size");
-  // The first launch asks the runtime (which also loads the kernel, before
-  // any of this rank's kernels waits for a peer; rmsnorm_epilogue.h says
-  // why that matters).
-  const int threads = FusedBlockThreads(static_cast<int64_t>(norm.hidden));
-  std::atomic<int>& cached =
-      impl_->fused_cap[static_cast<int>(request.format)][threads / kRmsNormLanes - 1];
+  // The first launch of each block shape asks the runtime (which also loads
+  // the kernel, before any of this rank's kernels waits for a peer;
+  // rmsnorm_epilogue.h says why that matters).
+  const int parts_index = shape.parts == 1 ? 0 : shape.parts == 2 ? 1 : shape.parts == 4 ? 2 : 3;
+  std::atomic<int>& cached = impl_->fused_cap[static_cast<int>(request.format)][parts_index]
+                                             [shape.threads / 32];
   int cap = cached.load(std::memory_order_relaxed);
   if (cap == 0) {
-    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, threads));
+    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, shape.threads, shape.parts));
     cached.store(cap, std::memory_order_relaxed);
   }
   // Same-index blocks of the ranks wait on each other: all must be resident.
@@ -91,8 +91,11 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.hidden = norm.hidden;
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
-  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(fn, dim3(slots.grid), dim3(threads),
-                                                      gpu::FusedSquaresBytes(threads),
+  p.parts = shape.parts;
+  p.lanes = impl_->layout.fused_lanes;
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(fn, dim3(slots.grid), dim3(shape.threads),
+                                                      gpu::FusedSquaresBytes(shape.threads,
+                                                                             shape.parts),
                                                       static_cast<hipStream_t>(stream),
                                                       impl_->overlap, p));
   return OkStatus();

@@ -29,9 +29,9 @@ struct RankState::Impl {
   // ResidentGridCap per KernelSlot, 0 until the first launch of that kernel.
   // Racing first launches compute the same value.
   mutable std::atomic<int> grid_cap[kKernelSlots] = {};
-  // The same for the fused one-shot kernel of each work format and block
-  // size (FusedBlockThreads: 256, 512, 768 or 1024 threads).
-  mutable std::atomic<int> fused_cap[kNumWorkFormats][kFusedMaxThreads / kRmsNormLanes] = {};
+  // The same for the fused one-shot kernel of each work format, parts of a
+  // row (1, 2, 4, 8) and block size (FusedThreads: a multiple of 32 threads).
+  mutable std::atomic<int> fused_cap[kNumWorkFormats][4][kFusedMaxThreads / 32 + 1] = {};
 };
 
 // RankState::Launch's checks of a request (kInvalidArgument), before

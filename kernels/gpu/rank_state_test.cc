@@ -239,12 +239,13 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   r.count = tokens * hidden;
   n = Norm(tokens, hidden);
   EXPECT_EQ(s.FusedOneLaunch(r, n),
-            FusedOneLaunchPays(
-                FusedOneShotSlots(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden), 64, 2,
-                                  608, FusedMaxGrid(64, FusedBlockThreads(8192))),
-                static_cast<int64_t>(tokens), static_cast<int64_t>(hidden)));
-  // 64 layout blocks: 32 fused blocks of 512 threads (rows of 4096 values);
-  // a block walks at most kFusedOneLaunchMaxRows rows by default.
+            FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens),
+                                            static_cast<int64_t>(hidden), 64, 2, 608)
+                                   .slots,
+                               static_cast<int64_t>(tokens)));
+  // 64 layout blocks: 64 tokens of 4096 values would need 128 blocks of
+  // two parts, so one part of 512 threads, 32 blocks; a block walks at most
+  // kFusedOneLaunchMaxRows rows by default.
   r.count = 64 * 4096;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(64, 4096)));
   r.count = 65 * 4096;
@@ -260,9 +261,12 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(32, 8192)));
   r.count = 33 * 8192;
   EXPECT_FALSE(s.FusedOneLaunch(r, Norm(33, 8192)));
-  // Rows of more than 8192 values: a thread keeps one chunk, so never.
+  // Rows of 16384 values: eight parts of 256 threads.
   r.count = 1 * 16384;
-  n = Norm(1, 16384);
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(1, 16384)));
+  // Rows of more than 65536 values: no block takes a part of them.
+  r.count = 1 * 131072;
+  n = Norm(1, 131072);
   n.one_launch_always = true;
   EXPECT_FALSE(s.FusedOneLaunch(r, n));
 }

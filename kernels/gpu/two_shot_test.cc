@@ -24,8 +24,12 @@ TEST(TwoShotLayoutTest, OffsetsAreFixedAndPageAligned) {
   EXPECT_EQ(l.credits, l.oneshot + 2 * kOneShotRegionBytes);
   EXPECT_EQ(l.credits % 4096, 0u);
   // A credit word per (block, warp, granting rank), page-rounded.
-  EXPECT_GE(l.total, l.credits + 264u * kTwoShotLayoutWarps * kMaxWorldSize * 4);
-  EXPECT_LT(l.total, l.credits + 264u * kTwoShotLayoutWarps * kMaxWorldSize * 4 + 4096);
+  EXPECT_GE(l.fused_lanes, l.credits + 264u * kTwoShotLayoutWarps * kMaxWorldSize * 4);
+  EXPECT_LT(l.fused_lanes, l.credits + 264u * kTwoShotLayoutWarps * kMaxWorldSize * 4 + 4096);
+  // The fused kernel's lane inboxes: 256 floats per part of a token row,
+  // for the most (tokens x parts) a one-shot call can have.
+  EXPECT_EQ(l.fused_lanes % 4096, 0u);
+  EXPECT_EQ(l.total, l.fused_lanes + (1u << 20));
 }
 
 TEST(TwoShotLayoutTest, StateWordsHoldColoursErrorOneShotCountersCodecsAndAbortReadTime) {

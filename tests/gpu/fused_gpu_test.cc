@@ -180,9 +180,8 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
     const auto t = static_cast<int64_t>(tokens);
     const auto h = static_cast<int64_t>(hidden);
     const FusedSlots slots =
-        FusedOneShotSlots(t, h, group_->max_blocks(), group_->world_size(), 608,
-                          FusedMaxGrid(group_->max_blocks(), FusedBlockThreads(h)));
-    return always ? FusedOneLaunchFits(slots, h) : FusedOneLaunchPays(slots, t, h);
+        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608).slots;
+    return always ? FusedOneLaunchFits(slots) : FusedOneLaunchPays(slots, t);
   }
 
   // A plain one-shot all-reduce of `count` elements on every rank, checked.
@@ -270,8 +269,13 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 TEST_P(FusedGpuTest, EqualsTheHostReference) {
   const int ws = std::get<0>(GetParam());
   const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(ws));
-  const size_t shapes[][2] = {{1, 8},     {1, 4096}, {3, 1032}, {7, 2048},  {16, 2056},
-                              {64, 4096}, {257, 8},  {5, 8192}, {256, 8192}};
+  // Rows split over parts (4096 and up, one_shot_fused_slots.h FusedShapeOf:
+  // 2, 4, 8 parts, and 4 parts of 192 threads at 6144), rows of one part,
+  // and rows of 16384 on two parts of 1024 threads walking several rows
+  // (40 x 16384).
+  const size_t shapes[][2] = {{1, 8},    {1, 4096},   {3, 1032},   {7, 2048},
+                              {16, 2056}, {64, 4096}, {257, 8},    {5, 8192},
+                              {3, 6144},  {1, 16384}, {40, 16384}, {256, 8192}};
   uint64_t seed = 1;
   for (const auto& shape : shapes) {
     const size_t n = shape[0] * shape[1];
