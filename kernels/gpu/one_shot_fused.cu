@@ -51,10 +51,10 @@ QR_DEVICE_INLINE uint32_t LaneToWire(float v) {
   return ~(b == 0xFFFFFFFFu ? 0xFFFFFFFEu : b);
 }
 
-// Polls an inbox word until the lane sum arrived, then zeroes it. False when
-// the wait gave up (the sticky error is set).
-QR_DEVICE_INLINE bool ReceiveLane(uint32_t* word, float& v, const KernelParams& p) {
-  uint32_t w = platform::LoadShared32(word);
+// Waits for an inbox word whose first load gave w (polling again while it
+// is zero), zeroes it and decodes the lane sum. False when the wait gave
+// up (the sticky error is set).
+QR_DEVICE_INLINE bool ReceiveLane(uint32_t* word, uint32_t w, float& v, const KernelParams& p) {
   if (!kVariantSkipsWaits && w == 0) {
     const uint64_t start = platform::WallClock();
     for (uint32_t spins = 1;; ++spins) {
@@ -70,19 +70,14 @@ QR_DEVICE_INLINE bool ReceiveLane(uint32_t* word, float& v, const KernelParams& 
 }
 
 // The reference's pairwise tree over the 256 lane sums (lanes[j] +=
-// lanes[j + s] for j < s, s = 128 .. 1), computed by one warp: lane i holds
-// lanes i, i + W, ... (lane(j) gives lane sum j); the levels s >= W add
-// registers, the levels below take lane i + s by a shuffle. Lane 0 returns
-// the root.
-template <typename LaneSum>
-QR_DEVICE_INLINE float LaneTree(LaneSum lane) {
-  constexpr int kPer = kLanes / kWarp;
+// lanes[j + s] for j < s, s = 128 .. 1), computed by one warp whose lane i
+// holds v[k] = lane sum i + k W: the levels s >= W add registers, the levels
+// below take lane i + s by a shuffle. Lane 0 returns the root.
+constexpr int kTreePer = kLanes / kWarp;
+QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
   const int i = static_cast<int>(threadIdx.x) % kWarp;
-  float v[kPer];
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) v[k] = lane(static_cast<unsigned>(i + k * kWarp));
-#pragma unroll
-  for (int n = kPer / 2; n >= 1; n /= 2) {
+  for (int n = kTreePer / 2; n >= 1; n /= 2) {
 #pragma unroll
     for (int k = 0; k < n; ++k) v[k] = platform::AddRn(v[k], v[k + n]);
   }
@@ -102,22 +97,22 @@ QR_DEVICE_INLINE float LaneTree(LaneSum lane) {
 // form once, and only warp 0 runs the tree, the division and the square
 // root (the first form's warps issued about 1000 instructions each, a third
 // of them integer divisions).
-template <WorkFormat kElem, int kWs>
+template <WorkFormat kElem, int kWs, int kParts>
 __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedOneShotParams fp) {
   // Before anything the previous kernel may touch (the counts, the slots).
   platform::WaitForPriorKernels();
   const KernelParams& p = fp.base;
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
-  const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), fp.parts};
+  const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
   const FusedBlockMap map(slots, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
   const unsigned t = threadIdx.x;
-  const unsigned parts = static_cast<unsigned>(fp.parts);
+  constexpr unsigned parts = kParts;
+  constexpr unsigned span = kLanes / kParts;  // lanes of a part
   const unsigned part = blockIdx.x % parts;
   const unsigned group = blockIdx.x / parts;
   const unsigned groups = gridDim.x / parts;
-  const unsigned span = kLanes / parts;  // lanes of a part
   const unsigned lane = part * span + t % span;
   const unsigned chunk = lane + kLanes * (t / span);
   const unsigned chunks = static_cast<unsigned>(fp.hidden / kRmsNormChunkElems);
@@ -235,6 +230,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
         for (int e = 0; e < 8; ++e) sum = platform::AddRn(sum, squares[e * helpers + u]);
       }
       lanes[lane] = sum;
+#pragma unroll
       for (unsigned q = 0; q < parts; ++q) {
         if (q != part) {
           platform::StoreRemote32(lane_words + (token * parts + q) * kLanes + lane, LaneToWire(sum));
@@ -243,14 +239,29 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     }
     __syncthreads();
     if (t < kWarp) {
+      // This part's lane sums from shared memory, the other parts' from the
+      // inbox: every load issued before any wait.
       uint32_t* const inbox = lane_words + (token * parts + part) * kLanes;
+      const unsigned i0 = t % kWarp;
+      uint32_t raw[kTreePer];  // a lane sum's bits, or its inbox word's first load
+#pragma unroll
+      for (int k = 0; k < kTreePer; ++k) {
+        const unsigned j = i0 + k * kWarp;
+        raw[k] = j / span == part ? __float_as_uint(lanes[j]) : platform::LoadShared32(inbox + j);
+      }
       bool got = true;
-      const float root = LaneTree([&](unsigned j) {
-        if (j / span == part) return lanes[j];
-        float v = 0.0f;
-        if (got) got = ReceiveLane(inbox + j, v, p);
-        return v;
-      });
+      float v[kTreePer];
+#pragma unroll
+      for (int k = 0; k < kTreePer; ++k) {
+        const unsigned j = i0 + k * kWarp;
+        v[k] = 0.0f;
+        if (j / span == part) {
+          v[k] = __uint_as_float(raw[k]);
+        } else if (got) {
+          got = ReceiveLane(inbox + j, raw[k], v[k], p);
+        }
+      }
+      const float root = LaneTree(v);
       got = platform::WarpAll(got);
       if (t == 0) {
         const float mean = platform::DivRn(root, hidden);
@@ -273,15 +284,30 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   }
 }
 
+template <WorkFormat kElem, int kWs>
+FusedKernelFn ForParts(int parts) {
+  switch (parts) {
+    case 1:
+      return FusedOneShotKernel<kElem, kWs, 1>;
+    case 2:
+      return FusedOneShotKernel<kElem, kWs, 2>;
+    case 4:
+      return FusedOneShotKernel<kElem, kWs, 4>;
+    case 8:
+      return FusedOneShotKernel<kElem, kWs, 8>;
+  }
+  return nullptr;
+}
+
 template <WorkFormat kElem>
-FusedKernelFn ForWs(int ws) {
+FusedKernelFn ForWs(int ws, int parts) {
   switch (ws) {
     case 2:
-      return FusedOneShotKernel<kElem, 2>;
+      return ForParts<kElem, 2>(parts);
     case 4:
-      return FusedOneShotKernel<kElem, 4>;
+      return ForParts<kElem, 4>(parts);
     case 8:
-      return FusedOneShotKernel<kElem, 8>;
+      return ForParts<kElem, 8>(parts);
   }
   return nullptr;
 }
@@ -293,13 +319,13 @@ size_t FusedSquaresBytes(int threads, int parts) {
   return helpers > 0 ? static_cast<size_t>(helpers) * kRmsNormChunkElems * 4 : 0;
 }
 
-FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws) {
+FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts) {
   switch (elem) {
     case WorkFormat::kFp16:
-      return ForWs<WorkFormat::kFp16>(ws);
+      return ForWs<WorkFormat::kFp16>(ws, parts);
     case WorkFormat::kBf16:
     case WorkFormat::kBf16Cast:
-      return ForWs<WorkFormat::kBf16>(ws);
+      return ForWs<WorkFormat::kBf16>(ws, parts);
   }
   return nullptr;
 }

@@ -25,7 +25,6 @@ struct FusedOneShotParams {
   size_t hidden;         // a positive multiple of kRmsNormChunkElems
   float eps;
   int slot_rows;  // FusedSlots::rows (the stride is base.oneshot_blocks)
-  int parts;      // FusedSlots::parts: blocks sharing a token row
   size_t lanes;   // TwoShotLayout::fused_lanes: this rank's lane inboxes in its buffer
 };
 
@@ -35,9 +34,10 @@ using FusedKernelFn = void (*)(FusedOneShotParams);
 // row, takes: the squares of the threads past the part's lanes.
 size_t FusedSquaresBytes(int threads, int parts);
 
-// The kernel for (elem, ws); nullptr if unsupported. kBf16Cast runs the bf16
-// kernel, as the plain one-shot kernel does (it moves exact values).
-FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws);
+// The kernel for (elem, ws, parts of a row: 1, 2, 4 or 8); nullptr if
+// unsupported. kBf16Cast runs the bf16 kernel, as the plain one-shot kernel
+// does (it moves exact values).
+FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts);
 
 }  // namespace qr::kernels::gpu
 

@@ -63,7 +63,7 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   if (slots.stride != impl_->params.oneshot_blocks) {
     return InternalError("fused one-shot: slot stride differs from the one-shot kernel's");
   }
-  const gpu::FusedKernelFn fn = gpu::FusedOneShotKernelFor(request.format, c.world_size);
+  const gpu::FusedKernelFn fn = gpu::FusedOneShotKernelFor(request.format, c.world_size, shape.parts);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/world size");
   // The first launch of each block shape asks the runtime (which also loads
   // the kernel, before any of this rank's kernels waits for a peer;
@@ -91,7 +91,6 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.hidden = norm.hidden;
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
-  p.parts = shape.parts;
   p.lanes = impl_->layout.fused_lanes;
   QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(fn, dim3(slots.grid), dim3(shape.threads),
                                                       gpu::FusedSquaresBytes(shape.threads,
