@@ -156,13 +156,21 @@ QR_HOST_DEVICE inline int FusedThreads(int64_t hidden, int parts) {
   return threads > 0 && threads <= kFusedMaxThreads ? static_cast<int>(threads) : 0;
 }
 
-// Parts of a row for the shortest rows' time: blocks of at most 256
-// threads, so a row of 2048 values or more runs on several multiprocessors
-// (with one token row, one block's multiprocessor issuing every
-// instruction of a row of 8192 values was most of the kernel's time).
-// 0 when no split takes the row.
+// Parts of a row when each row group has one token row: one block while
+// it has at most kFusedSplitAbove threads, else blocks of at most 256
+// threads, so a row of 8192 values or more runs on several multiprocessors.
+// Measured on one H200 (docs/performance.md "Fused all-reduce + RMSNorm"):
+// with one token row, one multiprocessor issuing every instruction of a row
+// of 8192 values was most of the kernel's time, and four parts of 256
+// threads took 4.7 us against 5.4; a row of 4096 values split in two took
+// 4.4 against 4.05 on one block of 512 threads, the lane exchange between
+// parts (about 1 us) costing more than it saves there. 0 when no split
+// takes the row.
+inline constexpr int kFusedSplitAbove = 512;
 QR_HOST_DEVICE inline int FusedRowParts(int64_t hidden) {
-  for (int parts = 1; parts <= kFusedMaxParts; parts *= 2) {
+  const int whole = FusedThreads(hidden, 1);
+  if (whole > 0 && whole <= kFusedSplitAbove) return 1;
+  for (int parts = 2; parts <= kFusedMaxParts; parts *= 2) {
     const int threads = FusedThreads(hidden, parts);
     if (threads > 0 && threads <= kRmsNormLanes) return parts;
   }
@@ -216,13 +224,20 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
 // Whether the one-launch kernel can run the call: its rows fit the slots.
 QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s) { return s.grid > 0; }
 
-// Whether the fused request runs as one launch by default: it fits, and no
-// block walks more than kFusedOneLaunchMaxRows token rows (a block's rows
-// run one after another; docs/performance.md "Fused all-reduce + RMSNorm"
-// has the measurements behind the bound).
+// Whether the fused request runs as one launch by default: it fits, and a
+// block walks at most two token rows, or one when its rows take 1024
+// threads (a block's rows run one after another). Measured on one H200 (ws
+// 2, docs/performance.md "Fused all-reduce + RMSNorm"): two rows a block of
+// 512 threads beat the two launches (6.9 against 7.6 us at 128 x 4096),
+// four did not (11.9 against 10.6 at 256 x 4096), nor two rows of 1024
+// threads (9.1 against 8.8 at 64 x 8192).
 inline constexpr int64_t kFusedOneLaunchMaxRows = 2;
-QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedSlots& s, int64_t tokens) {
-  return FusedOneLaunchFits(s) && tokens <= kFusedOneLaunchMaxRows * (s.grid / s.parts);
+QR_HOST_DEVICE inline int64_t FusedOneLaunchRows(int threads) {
+  return threads <= kFusedSplitAbove ? kFusedOneLaunchMaxRows : 1;
+}
+QR_HOST_DEVICE inline bool FusedOneLaunchPays(const FusedLaunchShape& shape, int64_t tokens) {
+  return FusedOneLaunchFits(shape.slots) &&
+         tokens <= FusedOneLaunchRows(shape.threads) * (shape.slots.grid / shape.slots.parts);
 }
 
 }  // namespace qr::kernels

@@ -219,13 +219,14 @@ TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
   EXPECT_EQ(FusedThreads(131072, 8), 0);
 }
 
-// The shortest rows' split: blocks of at most 256 threads; the fewest parts
-// otherwise.
+// The shortest rows' split: one block up to 512 threads, else blocks of at
+// most 256 threads; the fewest parts otherwise.
 TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {
   EXPECT_EQ(FusedRowParts(8), 1);
   EXPECT_EQ(FusedRowParts(2048), 1);
-  EXPECT_EQ(FusedRowParts(2056), 0);  // 512 threads and no split
-  EXPECT_EQ(FusedRowParts(4096), 2);
+  EXPECT_EQ(FusedRowParts(2056), 1);
+  EXPECT_EQ(FusedRowParts(4096), 1);
+  EXPECT_EQ(FusedRowParts(5120), 0);  // 768 threads, not whole lane sets
   EXPECT_EQ(FusedRowParts(6144), 4);
   EXPECT_EQ(FusedRowParts(8192), 4);
   EXPECT_EQ(FusedRowParts(16384), 8);
@@ -237,6 +238,15 @@ TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {
   EXPECT_EQ(FusedFewestParts(131072), 0);
 }
 
+// The policy: at most two rows a block of 512 threads or fewer, one of 1024.
+TEST(FusedSlotsTest, OneLaunchPaysForFewRowsABlock) {
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(128, 4096, 132, 2, 608), 128));   // 2 rows, 512
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(256, 4096, 132, 2, 608), 256));  // 4 rows
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(32, 8192, 132, 2, 608), 32));     // 4 parts
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(64, 8192, 132, 2, 608), 64));    // 2 rows, 1024
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(8, 16384, 132, 2, 608), 8));      // 8 parts
+}
+
 // A call splits its rows while every row group then has one row, else takes
 // the fewest parts; the grid is whole row groups.
 TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
@@ -244,9 +254,16 @@ TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
   EXPECT_EQ(s.parts, 4);
   EXPECT_EQ(s.threads, 256);
   EXPECT_EQ(s.slots.grid, 4);
-  s = FusedShapeOf(64, 4096, 132, 2, 608);  // 128 blocks of the 132
-  EXPECT_EQ(s.parts, 2);
-  EXPECT_EQ(s.slots.grid, 128);
+  s = FusedShapeOf(16, 8192, 132, 2, 608);  // 64 blocks of the 132
+  EXPECT_EQ(s.parts, 4);
+  EXPECT_EQ(s.slots.grid, 64);
+  s = FusedShapeOf(64, 8192, 132, 2, 608);  // 256 blocks would not fit
+  EXPECT_EQ(s.parts, 1);
+  EXPECT_EQ(s.threads, 1024);
+  EXPECT_EQ(s.slots.grid, 33);
+  s = FusedShapeOf(64, 4096, 132, 2, 608);  // rows of 4096: one block each
+  EXPECT_EQ(s.parts, 1);
+  EXPECT_EQ(s.slots.grid, 64);
   s = FusedShapeOf(256, 4096, 132, 2, 608);  // 512 blocks would not fit
   EXPECT_EQ(s.parts, 1);
   EXPECT_EQ(s.threads, 512);
@@ -256,6 +273,7 @@ TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
   EXPECT_EQ(s.threads, 1024);
   EXPECT_EQ(s.slots.grid, 32);
   EXPECT_EQ(FusedShapeOf(1, 2056, 528, 2, 608).parts, 1);
+  EXPECT_EQ(FusedShapeOf(1, 6144, 528, 2, 608).parts, 4);  // 192 threads
   EXPECT_EQ(FusedShapeOf(1, 131072, 528, 2, 608).slots.grid, 0);
   EXPECT_EQ(FusedShapeOf(1, 12, 528, 2, 608).slots.grid, 0);
 }

@@ -48,10 +48,9 @@ bool RankState::FusedOneLaunch(const AllReduceRequest& request,
   if (!norm.one_launch || request.algorithm != Algorithm::kOneShot || norm.tokens == 0) {
     return false;
   }
-  const FusedSlots slots =
-      ShapeFor(norm, impl_->config.max_blocks, impl_->config.world_size).slots;
-  return norm.one_launch_always ? FusedOneLaunchFits(slots)
-                                : FusedOneLaunchPays(slots, static_cast<int64_t>(norm.tokens));
+  const FusedLaunchShape shape = ShapeFor(norm, impl_->config.max_blocks, impl_->config.world_size);
+  return norm.one_launch_always ? FusedOneLaunchFits(shape.slots)
+                                : FusedOneLaunchPays(shape, static_cast<int64_t>(norm.tokens));
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,

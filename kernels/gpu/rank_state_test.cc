@@ -240,12 +240,10 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   n = Norm(tokens, hidden);
   EXPECT_EQ(s.FusedOneLaunch(r, n),
             FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens),
-                                            static_cast<int64_t>(hidden), 64, 2, 608)
-                                   .slots,
+                                            static_cast<int64_t>(hidden), 64, 2, 608),
                                static_cast<int64_t>(tokens)));
-  // 64 layout blocks: 64 tokens of 4096 values would need 128 blocks of
-  // two parts, so one part of 512 threads, 32 blocks; a block walks at most
-  // kFusedOneLaunchMaxRows rows by default.
+  // 64 layout blocks: rows of 4096 values on 32 blocks of 512 threads; a
+  // block walks at most kFusedOneLaunchMaxRows rows by default.
   r.count = 64 * 4096;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(64, 4096)));
   r.count = 65 * 4096;
@@ -256,11 +254,12 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   EXPECT_TRUE(s.FusedOneLaunch(r, n));
   n.one_launch = false;
   EXPECT_FALSE(s.FusedOneLaunch(r, n));
-  // Rows of 8192 values: 16 blocks of 1024 threads.
-  r.count = 32 * 8192;
-  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(32, 8192)));
-  r.count = 33 * 8192;
-  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(33, 8192)));
+  // Rows of 8192 values: four parts of 256 threads while 64 blocks hold
+  // them (16 tokens); beyond, 16 blocks of 1024 threads, one row each.
+  r.count = 16 * 8192;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(16, 8192)));
+  r.count = 17 * 8192;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 8192)));
   // Rows of 16384 values: eight parts of 256 threads.
   r.count = 1 * 16384;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(1, 16384)));

@@ -179,9 +179,9 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   bool FitsOneLaunch(size_t tokens, size_t hidden, bool always) const {
     const auto t = static_cast<int64_t>(tokens);
     const auto h = static_cast<int64_t>(hidden);
-    const FusedSlots slots =
-        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608).slots;
-    return always ? FusedOneLaunchFits(slots) : FusedOneLaunchPays(slots, t);
+    const FusedLaunchShape shape =
+        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608);
+    return always ? FusedOneLaunchFits(shape.slots) : FusedOneLaunchPays(shape, t);
   }
 
   // A plain one-shot all-reduce of `count` elements on every rank, checked.
