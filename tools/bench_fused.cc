@@ -84,7 +84,8 @@ class FusedRunner {
         {Variant::kFused, &r.fused_us},
         {Variant::kFusedTwoLaunches, &r.fused_two_launch_us}};
     // The one-launch kernel wherever it takes the cell, whatever the policy.
-    StatusOr<bool> one = group_->FusedOneLaunch(Call(cell), Norm(0, cell, Variant::kFusedOneLaunch));
+    StatusOr<bool> one =
+        group_->FusedOneLaunch(Call(cell), Norm(0, cell, Variant::kFusedOneLaunch));
     if (!one.ok()) {
       r.error = one.status().message();
       return r;

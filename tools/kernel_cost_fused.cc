@@ -125,7 +125,8 @@ std::string FusedCsvLine(const FusedCostResult& r) {
   std::snprintf(line, sizeof(line), "%zu,%zu,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,",
                 r.cell.tokens, r.cell.hidden, bench::BenchDTypeName(r.cell.dtype),
                 AlgorithmName(r.cell.algorithm), r.all_reduce_us, r.unfused_us, r.fused_us,
-                r.fused_two_launch_us, r.fused_one_launch_us, r.gemm_us, r.gemm_fused_us, r.gemm_fused_pdl_us);
+                r.fused_two_launch_us, r.fused_one_launch_us, r.gemm_us, r.gemm_fused_us,
+                r.gemm_fused_pdl_us);
   std::string error = r.error;
   std::replace(error.begin(), error.end(), ',', ';');
   return line + error + "\n";

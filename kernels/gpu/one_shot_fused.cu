@@ -233,7 +233,8 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 #pragma unroll
       for (unsigned q = 0; q < parts; ++q) {
         if (q != part) {
-          platform::StoreRemote32(lane_words + (token * parts + q) * kLanes + lane, LaneToWire(sum));
+          platform::StoreRemote32(lane_words + (token * parts + q) * kLanes + lane,
+                                  LaneToWire(sum));
         }
       }
     }

@@ -65,9 +65,8 @@ TEST(FusedSlotsTest, MapIsABijectionOntoEachBlocksAreas) {
 bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid, int parts) {
   const int rows = static_cast<int>(OneShotMaxBytes(ws) / 4096);
   const int stride = std::min(rows, max_blocks);
-  const int grid =
-      static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens * parts)) / parts *
-      parts;
+  const int grid = static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens * parts)) /
+                   parts * parts;
   if (grid == 0 || tokens * hidden * 2 > OneShotMaxBytes(ws)) return false;
   const int groups = grid / parts;
   for (int b = 0; b < grid; ++b) {
@@ -102,9 +101,8 @@ TEST(FusedSlotsTest, AcceptsExactlyTheCallsThatFit) {
               ++fits;
               EXPECT_EQ(s.grid % parts, 0);
               EXPECT_EQ(s.parts, parts);
-              EXPECT_EQ(s.grid,
-                        std::min<int64_t>(std::min(s.stride, max_grid), tokens * parts) / parts *
-                            parts);
+              EXPECT_EQ(s.grid, std::min<int64_t>(std::min(s.stride, max_grid), tokens * parts) /
+                                    parts * parts);
               EXPECT_EQ(s.rows, OneShotMaxBytes(ws) / 4096);
             } else {
               ++misses;

@@ -33,8 +33,7 @@ StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, int threads, int parts) {
   int sms = 0;
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), threads,
-      gpu::FusedSquaresBytes(threads, parts)));
+      &per_sm, reinterpret_cast<const void*>(fn), threads, gpu::FusedSquaresBytes(threads, parts)));
   QR_GPU_RETURN_IF_ERROR(
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
@@ -62,14 +61,15 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   if (slots.stride != impl_->params.oneshot_blocks) {
     return InternalError("fused one-shot: slot stride differs from the one-shot kernel's");
   }
-  const gpu::FusedKernelFn fn = gpu::FusedOneShotKernelFor(request.format, c.world_size, shape.parts);
+  const gpu::FusedKernelFn fn =
+      gpu::FusedOneShotKernelFor(request.format, c.world_size, shape.parts);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/world size");
   // The first launch of each block shape asks the runtime (which also loads
   // the kernel, before any of this rank's kernels waits for a peer;
   // rmsnorm_epilogue.h says why that matters).
   const int parts_index = shape.parts == 1 ? 0 : shape.parts == 2 ? 1 : shape.parts == 4 ? 2 : 3;
-  std::atomic<int>& cached = impl_->fused_cap[static_cast<int>(request.format)][parts_index]
-                                             [shape.threads / 32];
+  std::atomic<int>& cached =
+      impl_->fused_cap[static_cast<int>(request.format)][parts_index][shape.threads / 32];
   int cap = cached.load(std::memory_order_relaxed);
   if (cap == 0) {
     QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, shape.threads, shape.parts));
@@ -91,11 +91,9 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
   p.lanes = impl_->layout.fused_lanes;
-  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(fn, dim3(slots.grid), dim3(shape.threads),
-                                                      gpu::FusedSquaresBytes(shape.threads,
-                                                                             shape.parts),
-                                                      static_cast<hipStream_t>(stream),
-                                                      impl_->overlap, p));
+  QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(
+      fn, dim3(slots.grid), dim3(shape.threads), gpu::FusedSquaresBytes(shape.threads, shape.parts),
+      static_cast<hipStream_t>(stream), impl_->overlap, p));
   return OkStatus();
 }
 

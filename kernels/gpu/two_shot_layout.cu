@@ -21,8 +21,8 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.data2 = l.data1 + rows * kTileSlotBytes;
   l.oneshot = l.data2 + rows * kTileSlotBytes;
   l.credits = l.oneshot + 2 * kOneShotRegionBytes;
-  l.fused_lanes = l.credits +
-                  round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps * kMaxWorldSize * 4);
+  l.fused_lanes = l.credits + round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps *
+                                       kMaxWorldSize * 4);
   l.total = l.fused_lanes + round_up(kFusedLanesBytes);
   return l;
 }

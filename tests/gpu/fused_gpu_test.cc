@@ -273,9 +273,8 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
   // 2, 4, 8 parts, and 4 parts of 192 threads at 6144), rows of one part,
   // and rows of 16384 on two parts of 1024 threads walking several rows
   // (40 x 16384).
-  const size_t shapes[][2] = {{1, 8},    {1, 4096},   {3, 1032},   {7, 2048},
-                              {16, 2056}, {64, 4096}, {257, 8},    {5, 8192},
-                              {3, 6144},  {1, 16384}, {40, 16384}, {256, 8192}};
+  const size_t shapes[][2] = {{1, 8},   {1, 4096}, {3, 1032}, {7, 2048},  {16, 2056},  {64, 4096},
+                              {257, 8}, {5, 8192}, {3, 6144}, {1, 16384}, {40, 16384}, {256, 8192}};
   uint64_t seed = 1;
   for (const auto& shape : shapes) {
     const size_t n = shape[0] * shape[1];
