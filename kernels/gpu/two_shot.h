@@ -35,7 +35,8 @@ inline constexpr int kTwoShotAtoms =
 // multiprocessor").
 inline constexpr int kTwoShotBlocksPerSm = 4;
 // The layout's blocks at most, whatever the multiprocessor count, so that the
-// buffer stays under 100 MiB (H200: 132 x 4 = 528 blocks, 82 MiB).
+// buffer stays under 100 MiB (H200: 132 x 4 = 528 blocks, 83 MiB with the
+// fused kernel's lane inboxes).
 inline constexpr int kTwoShotMaxLayoutBlocks = 608;
 // Blocks per multiprocessor every integer-codec two-shot kernel is compiled
 // to fit (__launch_bounds__: at most 64 registers per thread; none spills).
