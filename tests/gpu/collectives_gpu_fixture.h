@@ -24,6 +24,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/reduce_scatter_reference.h"
 #include "kernels/two_shot_reference.h"
+#include "tests/gpu/stream_drain.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -322,19 +323,6 @@ class CollectivesGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkF
 
   std::unique_ptr<LocalGroup> group_;
 };
-
-// Polls until rank's stream is idle or `limit` passes; returns the time taken.
-inline double DrainSeconds(LocalGroup& g, int rank, double limit) {
-  const auto start = std::chrono::steady_clock::now();
-  (void)gpu::SetDevice(g.device(rank));
-  for (;;) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    auto done = gpu::StreamDone(g.stream(rank));
-    if ((done.ok() && *done) || s > limit) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
 
 }  // namespace qr::kernels::collectives_gpu
 

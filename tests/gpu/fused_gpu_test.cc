@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/reduce_scatter_reference.h"
 #include "kernels/rmsnorm_reference.h"
+#include "tests/gpu/stream_drain.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -396,6 +398,66 @@ TEST_P(FusedGpuTest, ProgrammaticLaunchKeepsTheBits) {
   }
   group_->SetProgrammaticLaunch(0);
 }
+
+// Only rank 0 calls, so its blocks wait for a peer that never comes: the
+// wait's timeout ends every block of the call, a row's parts included (they
+// also wait for each other's lane sums), and later calls drain at once
+// (sticky error). Rows of one block (1 x 4096), of four parts (1 x 8192)
+// and of two parts walking several rows (40 x 16384).
+class FusedGiveUpTest : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
+
+TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
+  if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
+  const auto [tokens, hidden] = GetParam();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalGroup> group,
+                       LocalGroup::Create(2, /*max_blocks=*/0, TestGpus()));
+  ASSERT_OK(gpu::SetDevice(group->device(0)));
+  const size_t n = tokens * hidden;
+  std::deque<DeviceVec> keep;
+  auto alloc = [&](size_t bytes) {
+    auto m = gpu::Malloc(bytes);
+    EXPECT_OK(m.status());
+    keep.emplace_back();
+    keep.back().device = group->device(0);
+    keep.back().p = m.ok() ? *m : nullptr;
+    if (m.ok()) EXPECT_OK(gpu::Memset(*m, 0x3C, bytes));
+    return keep.back().p;
+  };
+  void* in = alloc(n * 2);
+  void* residual = alloc(n * 2);
+  void* weight = alloc(hidden * 2);
+  void* residual_out = alloc(n * 2);
+  void* norm_out = alloc(n * 2);
+  ASSERT_TRUE(in && residual && weight && residual_out && norm_out);
+  const LocalCall call{WorkFormat::kBf16, Codec::kFp, n, /*timeout_ms=*/50, /*one_shot=*/true};
+  const ResidualRmsNormRequest norm{DType::kBFloat16,
+                                    residual,
+                                    weight,
+                                    residual_out,
+                                    norm_out,
+                                    tokens,
+                                    hidden,
+                                    1e-6f,
+                                    /*one_launch=*/true,
+                                    /*split_rows=*/false,
+                                    /*one_launch_always=*/true};
+  ASSERT_OK_AND_ASSIGN(const bool one, group->FusedOneLaunch(call, norm));
+  ASSERT_TRUE(one) << "the one-launch kernel must take the call";
+  ASSERT_OK(group->LaunchResidualRmsNorm(0, call, in, norm));
+  EXPECT_LT(DrainSeconds(*group, 0, 5.0), 2.0);
+  EXPECT_EQ(group->error(0), kGpuErrorTimeout);
+  for (int i = 0; i < 10; ++i) ASSERT_OK(group->LaunchResidualRmsNorm(0, call, in, norm));
+  EXPECT_LT(DrainSeconds(*group, 0, 5.0), 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedGiveUpTest,
+                         ::testing::Values(std::make_tuple(size_t{1}, size_t{4096}),
+                                           std::make_tuple(size_t{1}, size_t{8192}),
+                                           std::make_tuple(size_t{40}, size_t{16384})),
+                         [](const ::testing::TestParamInfo<std::tuple<size_t, size_t>>& info) {
+                           return std::to_string(std::get<0>(info.param)) + "x" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, FusedGpuTest,
                          ::testing::Combine(::testing::Values(2, 4, 8),
