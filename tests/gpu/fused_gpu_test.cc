@@ -430,17 +430,16 @@ TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
   void* norm_out = alloc(n * 2);
   ASSERT_TRUE(in && residual && weight && residual_out && norm_out);
   const LocalCall call{WorkFormat::kBf16, Codec::kFp, n, /*timeout_ms=*/50, /*one_shot=*/true};
-  const ResidualRmsNormRequest norm{DType::kBFloat16,
-                                    residual,
-                                    weight,
-                                    residual_out,
-                                    norm_out,
-                                    tokens,
-                                    hidden,
-                                    1e-6f,
-                                    /*one_launch=*/true,
-                                    /*split_rows=*/false,
-                                    /*one_launch_always=*/true};
+  ResidualRmsNormRequest norm;
+  norm.dtype = DType::kBFloat16;
+  norm.residual = residual;
+  norm.weight = weight;
+  norm.residual_out = residual_out;
+  norm.norm_out = norm_out;
+  norm.tokens = tokens;
+  norm.hidden = hidden;
+  norm.eps = 1e-6f;
+  norm.one_launch_always = true;
   ASSERT_OK_AND_ASSIGN(const bool one, group->FusedOneLaunch(call, norm));
   ASSERT_TRUE(one) << "the one-launch kernel must take the call";
   ASSERT_OK(group->LaunchResidualRmsNorm(0, call, in, norm));
