@@ -14,6 +14,7 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
     return s;
   }
   if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return s;
+  if (parts > 1 && tokens * parts > kFusedLaneInboxes) return s;
   s.rows = static_cast<int>(OneShotMaxBytes(ws) / (int64_t{kFusedSlotRowAtoms} * 16));
   // OneShotStrideBlocks (kernels/gpu/two_shot_device.cuh): the same formula.
   s.stride = std::min(s.rows, max_blocks);
@@ -38,7 +39,8 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
   if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0) return shape;
   const int split = FusedRowParts(hidden);
   const bool one_row_each =
-      split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split));
+      split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
+      (split == 1 || tokens * split <= kFusedLaneInboxes);
   shape.parts = one_row_each ? split : FusedFewestParts(hidden);
   if (shape.parts == 0) return shape;
   shape.threads = FusedThreads(hidden, shape.parts);

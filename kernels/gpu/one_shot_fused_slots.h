@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/geometry.h"
 #include "kernels/platform/host_device.h"
 #include "kernels/rmsnorm_lanes.h"
 
@@ -185,6 +186,17 @@ QR_HOST_DEVICE inline int FusedFewestParts(int64_t hidden) {
   }
   return 0;
 }
+
+// The lane inboxes of a rank's buffer (TwoShotLayout::fused_lanes): one of
+// 256 fp32 lane sums for each part of each token row of a call, so a call
+// of several parts a row may have at most this many token rows x parts
+// (FusedOneShotSlots refuses more). FusedFewestParts never needs more
+// parts than the row has lane sets (P <= hidden / 2048), so its calls have
+// at most the message's bytes / 4096 <= OneShotMaxBytes(2) / 4096 rows x
+// parts; FusedRowParts may (4 parts of 6144 values) and is kept within the
+// grid, hence this bound.
+inline constexpr int64_t kFusedLaneInboxes = OneShotMaxBytes(2) / 4096;
+inline constexpr int64_t kFusedLaneInboxBytes = int64_t{kRmsNormLanes} * 4;
 
 // Blocks of `threads` threads a rank may launch so that every rank's blocks
 // are resident at once. max_blocks counts blocks of the one-shot kernel's

@@ -61,8 +61,11 @@ TEST(FusedSlotsTest, MapIsABijectionOntoEachBlocksAreas) {
 
 // The fit rule against a direct count: block b's token rows (those of its
 // row group b / parts), times its atoms of a row, within the slot rows of
-// its areas.
-bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid, int parts) {
+// its areas; and, with several parts, a lane inbox for each token row and
+// part (count_inboxes).
+bool FitsByCount(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_grid, int parts,
+                 bool count_inboxes = true) {
+  if (count_inboxes && parts > 1 && tokens * parts > OneShotMaxBytes(2) / 4096) return false;
   const int rows = static_cast<int>(OneShotMaxBytes(ws) / 4096);
   const int stride = std::min(rows, max_blocks);
   const int grid = static_cast<int>(std::min<int64_t>(std::min(stride, max_grid), tokens * parts)) /
@@ -132,6 +135,26 @@ TEST(FusedSlotsTest, ServingShapesFitOnAnH200) {
           EXPECT_GT(FusedShapeOf(tokens, hidden, max_blocks, ws, 608).slots.grid, 0)
               << "ws " << ws << " max_blocks " << max_blocks << " " << tokens << "x" << hidden;
         }
+      }
+    }
+  }
+}
+
+// Rows split in parts need a lane inbox per token row and part: a call with
+// more than the layout holds is refused (4 parts of 6144 values, 341 rows:
+// 1364 inboxes of 1024), whatever its grid; one part needs none.
+TEST(FusedSlotsTest, RefusesMoreRowPartsThanLaneInboxes) {
+  EXPECT_EQ(kFusedLaneInboxes, 1024);
+  // 300 rows of 6144 values in 4 parts on 256 blocks: the slots hold them,
+  // the 1200 inboxes do not.
+  EXPECT_TRUE(FitsByCount(300, 6144, 512, 2, 256, 4, /*count_inboxes=*/false));
+  EXPECT_EQ(FusedOneShotSlots(300, 6144, 512, 2, 608, 256, 4).grid, 0);
+  // The shape never asks for more: past the inboxes it takes the fewest parts.
+  for (int max_blocks : {256, 512, 608, 4096}) {
+    for (int64_t tokens : {1, 100, 200, 256, 300, 341}) {
+      const FusedLaunchShape shape = FusedShapeOf(tokens, 6144, max_blocks, 2, 4096);
+      if (shape.parts > 1) {
+        EXPECT_LE(tokens * shape.parts, kFusedLaneInboxes) << tokens;
       }
     }
   }

@@ -140,12 +140,6 @@ static_assert(DataFlagRingFits(Codec::kInt8, 2) && DataFlagRingFits(Codec::kInt8
 // Credit words per block: one per warp of kTwoShotThreads threads on a
 // 32-lane machine (AMD's 64-lane wavefronts use the first half).
 inline constexpr int kTwoShotLayoutWarps = kTwoShotThreads / 32;
-// The fused kernel's lane inboxes (TwoShotLayout::fused_lanes): 256 fp32
-// lane sums for each part of each token row of a call. A row of P > 1
-// parts has hidden >= 2048 P values, so tokens x P is at most the one-shot
-// message's bytes / 4096 (kernels/gpu/one_shot_fused_slots.h FusedThreads).
-inline constexpr size_t kFusedLanesBytes =
-    static_cast<size_t>(OneShotMaxBytes(2)) / 4096 * (256 * 4);
 // The value a block's codec state word holds: 0 = no two-shot call yet.
 constexpr uint32_t CodecStateWord(Codec c) { return static_cast<uint32_t>(c) + 1; }
 
@@ -161,7 +155,8 @@ struct TwoShotLayout {
   // uint32 [max_blocks][kTwoShotLayoutWarps][kMaxWorldSize]: in the SENDER's
   // buffer, the last tile colour the granting rank cleared (data-flag family).
   size_t credits = 0;
-  // float [token row][part][256] (kFusedLanesBytes): the fused kernel's
+  // float [token row][part][256] (kFusedLaneInboxes of
+  // kFusedLaneInboxBytes, one_shot_fused_slots.h): the fused kernel's
   // lane sums, written by each part of a token row into every other part's
   // inbox in its own rank's buffer (kernels/gpu/one_shot_fused.cu), zero =
   // empty, each read and zeroed once in a call.

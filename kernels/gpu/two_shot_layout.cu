@@ -2,6 +2,7 @@
 // call, and what this build's kernels are (sync family, timing variant).
 #include <hip/hip_runtime.h>
 
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
 
@@ -23,7 +24,7 @@ TwoShotLayout MakeTwoShotLayout(int max_blocks) {
   l.credits = l.oneshot + 2 * kOneShotRegionBytes;
   l.fused_lanes = l.credits + round_up(static_cast<size_t>(max_blocks) * kTwoShotLayoutWarps *
                                        kMaxWorldSize * 4);
-  l.total = l.fused_lanes + round_up(kFusedLanesBytes);
+  l.total = l.fused_lanes + round_up(static_cast<size_t>(kFusedLaneInboxes * kFusedLaneInboxBytes));
   return l;
 }
 
