@@ -19,6 +19,7 @@
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/two_shot_reference.h"
+#include "tests/gpu/stream_drain.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -543,19 +544,6 @@ TEST_P(GroupTest, TwentyThousandMixedOneShotCallsStayCorrect) {
         }
       }
     }
-  }
-}
-
-// Polls until rank's stream is idle or `limit` passes; returns the time taken.
-double DrainSeconds(LocalGroup& g, int rank, double limit) {
-  const auto start = std::chrono::steady_clock::now();
-  (void)gpu::SetDevice(g.device(rank));
-  for (;;) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    auto done = gpu::StreamDone(g.stream(rank));
-    if ((done.ok() && *done) || s > limit) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
