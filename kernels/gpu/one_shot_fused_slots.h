@@ -116,10 +116,6 @@ struct FusedBlockMap {
   }
 };
 
-QR_HOST_DEVICE inline FusedSlotRow FusedLocalRow(const FusedSlots& s, int block, int64_t q) {
-  return FusedBlockMap(s, block).Row(static_cast<int>(q));
-}
-
 // Token rows of block B: those of its row group B / P, whose rows are
 // B / P, B / P + G / P, ... below tokens.
 QR_HOST_DEVICE inline int64_t FusedBlockTokens(int64_t tokens, const FusedSlots& s, int block) {

@@ -3,7 +3,7 @@
 // areas (so no two blocks of a call, and no two atoms of a block, share a
 // slot, and each slot row keeps the area the plain one-shot kernel gives
 // it); a block's areas fill in order (the kernel advances the counts of the
-// first FusedLocalRow(need - 1).area_index + 1 areas); the whole region is
+// first FusedBlockMap::Row(need - 1).area_index + 1 areas); the whole region is
 // used; and FusedOneShotSlots accepts exactly the calls whose rows fit.
 #include "kernels/gpu/one_shot_fused_slots.h"
 
@@ -30,7 +30,7 @@ void CheckMap(const FusedSlots& s) {
     for (int m = 0; m < FusedBlockAreas(s, b); ++m) rows += FusedAreaRows(s, b + m * s.grid);
     ASSERT_EQ(FusedBlockRows(s, b), rows) << "block " << b;
     for (int64_t q = 0; q < FusedBlockRows(s, b); ++q) {
-      const FusedSlotRow r = FusedLocalRow(s, b, q);
+      const FusedSlotRow r = FusedBlockMap(s, b).Row(static_cast<int>(q));
       ASSERT_GE(r.row, 0);
       ASSERT_LT(r.row, s.rows);
       ASSERT_LT(r.area_index, FusedBlockAreas(s, b));
@@ -196,8 +196,8 @@ TEST(FusedSlotsTest, EveryRanksBlocksStayResident) {
   }
 }
 
-// The block map is FusedLocalRow's arithmetic with the divisions hoisted:
-// the same rows as the plain formula (area after area, long areas first).
+// The block map's rows against a direct walk of the block's areas (area
+// after area, long areas first).
 TEST(FusedSlotsTest, BlockMapMatchesAreaAfterArea) {
   for (const FusedSlots s : {FusedSlots{1024, 132, 33}, FusedSlots{1024, 528, 132},
                              FusedSlots{100, 7, 3}, FusedSlots{33, 33, 33}}) {

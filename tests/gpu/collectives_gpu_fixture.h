@@ -24,7 +24,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/reduce_scatter_reference.h"
 #include "kernels/two_shot_reference.h"
-#include "tests/gpu/stream_drain.h"
+#include "tests/gpu/local_group_test_util.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -33,23 +33,6 @@ namespace qr::kernels::collectives_gpu {
 using ::qr::testing::FirstDifference;
 
 constexpr uint16_t kPoison = 0xA5A5;
-
-inline int TestGpus() { return std::min(gpu::DeviceCount(), 2); }
-
-// One device allocation, freed on its device. Kept in a deque: growing it
-// never copies an element (a copy would free twice).
-struct DeviceVec {
-  DeviceVec() = default;
-  DeviceVec(const DeviceVec&) = delete;
-  DeviceVec& operator=(const DeviceVec&) = delete;
-  int device = 0;
-  void* p = nullptr;
-  ~DeviceVec() {
-    if (p == nullptr) return;
-    (void)gpu::SetDevice(device);
-    gpu::Free(p);
-  }
-};
 
 // One call of one kind, as every rank issues it.
 struct Op {
@@ -109,15 +92,7 @@ class CollectivesGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkF
   WorkFormat format() const { return std::get<1>(GetParam()); }
 
   void* Alloc(int rank, size_t elems, std::deque<DeviceVec>* keep) {
-    const size_t bytes = (elems + 8) * 2;
-    EXPECT_OK(gpu::SetDevice(group_->device(rank)));
-    auto m = gpu::Malloc(bytes);
-    EXPECT_OK(m.status());
-    keep->emplace_back();
-    keep->back().device = group_->device(rank);
-    keep->back().p = m.ok() ? *m : nullptr;
-    if (m.ok()) EXPECT_OK(gpu::Memset(*m, 0xA5, bytes));
-    return m.ok() ? *m : nullptr;
+    return AllocFilled(group_->device(rank), (elems + 8) * 2, 0xA5, keep);
   }
 
   // Buffers for `op` on every rank; the in-place forms are NCCL's: a

@@ -92,10 +92,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndFormats, CollectivesGpuTest,
                          ::testing::Combine(::testing::Values(2, 4, 8),
                                             ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
                                                               WorkFormat::kBf16Cast)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, WorkFormat>>& info) {
-                           return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  WorkFormatName(std::get<1>(info.param));
-                         });
+                         WorldSizeAndFormatName);
 
 // A grid of 3 blocks: every block runs several tiles of a call (the
 // persistent loop and the row alternation inside a call).

@@ -151,10 +151,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndFormats, CollectivesOneShotGpuTest,
                          ::testing::Combine(::testing::Values(2, 4, 8),
                                             ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
                                                               WorkFormat::kBf16Cast)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, WorkFormat>>& info) {
-                           return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  WorkFormatName(std::get<1>(info.param));
-                         });
+                         WorldSizeAndFormatName);
 
 // Only rank 0 calls: its one-shot kernel polls for peers that never come
 // until the wait's timeout, and later calls drain at once (sticky error).

@@ -37,7 +37,7 @@
 #include "kernels/platform/gpu_api.h"
 #include "kernels/reduce_scatter_reference.h"
 #include "kernels/rmsnorm_reference.h"
-#include "tests/gpu/stream_drain.h"
+#include "tests/gpu/local_group_test_util.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
@@ -45,23 +45,6 @@ namespace qr::kernels {
 namespace {
 
 using ::qr::testing::FirstDifference;
-
-int TestGpus() { return std::min(gpu::DeviceCount(), 2); }
-
-// One device allocation per buffer of every rank, freed on its device. Kept
-// in a deque: growing it never copies an element (a copy would free twice).
-struct DeviceVec {
-  DeviceVec() = default;
-  DeviceVec(const DeviceVec&) = delete;
-  DeviceVec& operator=(const DeviceVec&) = delete;
-  int device = 0;
-  void* p = nullptr;
-  ~DeviceVec() {
-    if (p == nullptr) return;
-    (void)gpu::SetDevice(device);
-    gpu::Free(p);
-  }
-};
 
 std::vector<uint16_t> Download(const void* p, size_t n) {
   std::vector<uint16_t> v(n);
@@ -79,14 +62,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   }
 
   void* Alloc(int rank, size_t bytes, std::deque<DeviceVec>* keep) {
-    EXPECT_OK(gpu::SetDevice(group_->device(rank)));
-    auto m = gpu::Malloc(bytes);
-    EXPECT_OK(m.status());
-    keep->emplace_back();
-    keep->back().device = group_->device(rank);
-    keep->back().p = m.ok() ? *m : nullptr;
-    if (m.ok()) EXPECT_OK(gpu::Memset(*m, 0xA5, bytes));  // poison
-    return m.ok() ? *m : nullptr;
+    return AllocFilled(group_->device(rank), bytes, 0xA5, keep);  // poison
   }
 
   // layout: 0 separate outputs, 1 in place (residual_out = residual,
@@ -414,15 +390,7 @@ TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
   ASSERT_OK(gpu::SetDevice(group->device(0)));
   const size_t n = tokens * hidden;
   std::deque<DeviceVec> keep;
-  auto alloc = [&](size_t bytes) {
-    auto m = gpu::Malloc(bytes);
-    EXPECT_OK(m.status());
-    keep.emplace_back();
-    keep.back().device = group->device(0);
-    keep.back().p = m.ok() ? *m : nullptr;
-    if (m.ok()) EXPECT_OK(gpu::Memset(*m, 0x3C, bytes));
-    return keep.back().p;
-  };
+  auto alloc = [&](size_t bytes) { return AllocFilled(group->device(0), bytes, 0x3C, &keep); };
   void* in = alloc(n * 2);
   void* residual = alloc(n * 2);
   void* weight = alloc(hidden * 2);
@@ -462,10 +430,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, FusedGpuTest,
                          ::testing::Combine(::testing::Values(2, 4, 8),
                                             ::testing::Values(WorkFormat::kFp16, WorkFormat::kBf16,
                                                               WorkFormat::kBf16Cast)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, WorkFormat>>& info) {
-                           return "ws" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  WorkFormatName(std::get<1>(info.param));
-                         });
+                         WorldSizeAndFormatName);
 
 }  // namespace
 }  // namespace qr::kernels

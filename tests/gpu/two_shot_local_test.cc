@@ -19,7 +19,7 @@
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/two_shot_reference.h"
-#include "tests/gpu/stream_drain.h"
+#include "tests/gpu/local_group_test_util.h"
 #include "tests/gpu/test_data.h"
 #include "tests/util/status_matchers.h"
 
