@@ -12,6 +12,7 @@
 #include "kernels/gpu/local_group.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/gpu/stand_in_gemm.h"
+#include "kernels/gpu/two_shot.h"
 #include "kernels/platform/gpu_api.h"
 #include "tools/bench_gpu.h"
 #include "tools/kernel_cost_fused.h"
@@ -115,19 +116,24 @@ class FusedRunner {
                      cell.algorithm == Algorithm::kOneShot};
   }
 
-  ResidualRmsNormRequest Norm(int r, const FusedCostCell& cell, Variant v) {
-    return ResidualRmsNormRequest{WorkFormatDType(cell.dtype),
-                                  res_[r].get(),
-                                  w_[r].get(),
-                                  ro_[r].get(),
-                                  no_[r].get(),
-                                  cell.tokens,
-                                  cell.hidden,
-                                  1e-6f,
-                                  /*one_launch=*/v != Variant::kFusedTwoLaunches,
-                                  /*split_rows=*/v != Variant::kFusedTwoLaunches,
-                                  /*one_launch_always=*/v == Variant::kFusedOneLaunch};
+  ResidualRmsNormRequest Norm(int r, const FusedCostCell& cell, Variant v) const {
+    ResidualRmsNormRequest norm{WorkFormatDType(cell.dtype),
+                                res_[r].get(),
+                                w_[r].get(),
+                                ro_[r].get(),
+                                no_[r].get(),
+                                cell.tokens,
+                                cell.hidden,
+                                1e-6f,
+                                /*one_launch=*/v != Variant::kFusedTwoLaunches,
+                                /*split_rows=*/v != Variant::kFusedTwoLaunches,
+                                /*one_launch_always=*/v == Variant::kFusedOneLaunch};
+    norm.form = o_.form;
+    return norm;
   }
+
+  // Ranks whose kernels are launched: rank 0 alone (its SM-side cost) or all.
+  int Launched() const { return o_.alone ? 1 : o_.world_size; }
 
   Status Enqueue(int r, const FusedCostCell& cell, Variant v) {
     QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
@@ -157,7 +163,7 @@ class FusedRunner {
   }
 
   StatusOr<double> TimeVariant(const FusedCostCell& cell, Variant v) {
-    const int ws = o_.world_size;
+    const int ws = Launched();
     // One eager call first: fills the launch caches outside any capture.
     for (int r = 0; r < ws; ++r) QR_RETURN_IF_ERROR(Enqueue(r, cell, v));
     QR_RETURN_IF_ERROR(group_->Synchronize());
@@ -166,6 +172,8 @@ class FusedRunner {
     }
     std::vector<int> devices;
     for (int r = 0; r < ws; ++r) devices.push_back(group_->device(r));
+    // Rank 0 alone runs a variant that skips the waits: its peers' slots and
+    // inboxes keep what it left, never the empty marks a real call needs.
     bench::Graphs graphs(devices);
     for (int r = 0; r < ws; ++r) {
       QR_RETURN_IF_ERROR(bench::CaptureRank(
@@ -230,15 +238,23 @@ int RunFusedSweep(const std::vector<std::string>& args, const char* tool, bool o
     return 0;
   }
   FusedRunner runner(*o, one_gpu);
+  if (Status s = CheckFusedVariant(*o, kernels::TwoShotTimingVariant()); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", tool, s.ToString().c_str());
+    return 2;
+  }
   if (Status s = runner.Init(); !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", tool, s.ToString().c_str());
     return 1;
   }
   std::printf(
-      "# fused all-reduce + residual + RMSNorm, world size %d, %s, graph-captured, %d "
-      "calls per graph\n",
+      "# fused all-reduce + residual + RMSNorm, world size %d, %s, %s, form %s, graph-captured, "
+      "%d calls per graph\n",
       o->world_size,
       one_gpu ? "every rank on GPU 0 (kernel costs, not link measurements)" : "one GPU per rank",
+      o->alone ? "mode alone (rank 0's kernels only, SM-side cost; timing variant)" : "mode shared",
+      o->form == kernels::FusedRowForm::kPolicy         ? "policy"
+      : o->form == kernels::FusedRowForm::kChunkThreads ? "chunk"
+                                                        : "lane",
       o->iters);
   std::fputs(FusedTableHeader().c_str(), stdout);
   std::string csv = FusedCsvHeader();

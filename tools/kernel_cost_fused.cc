@@ -22,6 +22,18 @@ StatusOr<size_t> ParseHidden(const std::string& text) {
   return static_cast<size_t>(v);
 }
 
+StatusOr<bool> ParseAlone(const std::string& text) {
+  if (text == "shared" || text == "alone") return text == "alone";
+  return InvalidArgumentError("'" + text + "' is not one of shared, alone");
+}
+
+StatusOr<kernels::FusedRowForm> ParseForm(const std::string& text) {
+  if (text == "policy") return kernels::FusedRowForm::kPolicy;
+  if (text == "chunk") return kernels::FusedRowForm::kChunkThreads;
+  if (text == "lane") return kernels::FusedRowForm::kLaneThreads;
+  return InvalidArgumentError("'" + text + "' is not one of policy, chunk, lane");
+}
+
 StatusOr<bench::BenchDType> ParseDType(const std::string& text) {
   if (text == "fp16") return bench::BenchDType::kFp16;
   if (text == "bf16") return bench::BenchDType::kBf16;
@@ -51,9 +63,14 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
   app.add_flag("--no-gemm", no_gemm, "skip the variants with a stand-in GEMM before the call");
   app.add_flag("--two-shot", o.two_shot,
                "every cell two-shot: the row-split form where the tokens split over the ranks");
+  tools::AddParsedOption<bool>(app, "--mode", o.alone, ParseAlone, "shared");
+  tools::AddParsedOption<kernels::FusedRowForm>(app, "--form", o.form, ParseForm, "policy");
   app.add_option("--csv", o.csv_path, "CSV output path");
   QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &o.help));
-  o.gemm = !no_gemm;
+  if (o.alone && o.two_shot) {
+    return InvalidArgumentError("--mode alone: --two-shot's row-split form is timed shared only");
+  }
+  o.gemm = !no_gemm && !o.alone;
   if (o.tokens.empty()) o.tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   if (o.hiddens.empty()) o.hiddens = {4096, 8192};
   if (o.dtypes.empty()) o.dtypes = {bench::BenchDType::kFp16, bench::BenchDType::kBf16};
@@ -66,13 +83,16 @@ std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
   return tool +
          " [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
          "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100]\n"
-         "    [--gemm-rounds 4096] [--no-gemm] [--two-shot] [--csv PATH]\n"
+         "    [--gemm-rounds 4096] [--no-gemm] [--two-shot] [--mode shared|alone]\n"
+         "    [--form policy|chunk|lane] [--csv PATH]\n"
          "  The fused all-reduce + residual + RMSNorm against the same all-reduce alone and\n"
          "  followed by a separate RMSNorm kernel, as one launch and two, " +
          (one_gpu ? "every rank on\n  GPU 0" : "one GPU per\n  rank") +
          ", graph-captured; then after a stand-in GEMM, with and without\n"
          "  programmatic dependent launch. --two-shot: every cell two-shot (fused is then the\n"
-         "  row-split form where the tokens split over the ranks).\n";
+         "  row-split form where the tokens split over the ranks). --mode alone: rank 0's\n"
+         "  kernels only, their SM-side cost (a no_waits or bare variant's binary; no GEMM).\n"
+         "  --form: the one-launch kernel's threads, a thread a chunk or a thread a lane.\n";
 }
 
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
@@ -87,6 +107,16 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
     }
   }
   return cells;
+}
+
+Status CheckFusedVariant(const FusedCostOptions& o, std::string_view variant) {
+  if (!o.alone || variant == "no_waits" || variant == "bare") return OkStatus();
+  return UnsupportedError(
+      "--mode alone needs a timing variant that skips the waits (no_waits or bare: "
+      ".device/variants/<name>/qr-kernel-cost, staged with QR_STAGE_VARIANTS); this binary is " +
+      (variant.empty() ? std::string("the real kernels")
+                       : "the " + std::string(variant) + " variant") +
+      ", whose rank 0 would wait for peers that are never launched");
 }
 
 std::string FusedTableHeader() {

@@ -32,9 +32,11 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/types.h"
 #include "tools/bench_options.h"
 
@@ -50,13 +52,22 @@ struct FusedCostOptions {
   int gemm_rounds = 4096;  // the stand-in GEMM's multiply-adds per thread
   bool gemm = true;        // time the variants with the stand-in GEMM
   bool two_shot = false;   // every cell two-shot (the row-split form's cells)
+  // --mode alone: only rank 0 is launched, its SM-side cost (the issue's
+  // "all-reduce alone + 1 us" goal); needs a binary of a timing variant that
+  // skips the waits (no_waits or bare), and times no GEMM.
+  bool alone = false;
+  // --form: the one-launch kernel's thread layout in the fused and fused1
+  // columns (ResidualRmsNormRequest::form).
+  kernels::FusedRowForm form = kernels::FusedRowForm::kPolicy;
   std::string csv_path;
   bool help = false;
 };
 
 // The arguments after "--fused": --tokens, --hiddens, --dtypes (fp16,bf16),
-// --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --two-shot, --csv.
-// kInvalidArgument naming the flag.
+// --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --two-shot,
+// --mode (shared, alone), --form (policy, chunk, lane), --csv.
+// kInvalidArgument naming the flag; --mode alone with --two-shot (the
+// row-split form's collectives are not timed alone) is refused.
 [[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);
 // The --help text of `tool` ("qr-kernel-cost --fused", "qr-bench --fused").
 std::string FusedCostUsage(const std::string& tool = "qr-kernel-cost --fused", bool one_gpu = true);
@@ -70,6 +81,11 @@ struct FusedCostCell {
 };
 // Hiddens, then dtypes, then tokens ascending.
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o);
+
+// Whether this binary (its TwoShotTimingVariant(), "" for the real kernels)
+// can run the options: --mode alone needs "no_waits" or "bare".
+// kUnsupported saying which binary to use otherwise.
+[[nodiscard]] Status CheckFusedVariant(const FusedCostOptions& o, std::string_view variant);
 
 struct FusedCostResult {
   FusedCostCell cell;

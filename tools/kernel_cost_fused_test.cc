@@ -62,6 +62,33 @@ TEST(KernelCostFusedTest, TwoShotMakesEveryCellTwoShot) {
   EXPECT_EQ(PlanFusedCells(*o)[0].algorithm, Algorithm::kOneShot);
 }
 
+// --mode alone times rank 0's kernels only: no GEMM, no row-split form, and
+// only a binary whose kernels skip the waits can run it.
+TEST(KernelCostFusedTest, AloneModeAndFormFlags) {
+  auto o = ParseFusedCostArgs({});
+  ASSERT_OK(o.status());
+  EXPECT_FALSE(o->alone);
+  EXPECT_EQ(o->form, kernels::FusedRowForm::kPolicy);
+  EXPECT_OK(CheckFusedVariant(*o, ""));
+  o = ParseFusedCostArgs({"--mode", "alone", "--form", "lane"});
+  ASSERT_OK(o.status());
+  EXPECT_TRUE(o->alone);
+  EXPECT_FALSE(o->gemm);
+  EXPECT_EQ(o->form, kernels::FusedRowForm::kLaneThreads);
+  EXPECT_OK(CheckFusedVariant(*o, "no_waits"));
+  EXPECT_OK(CheckFusedVariant(*o, "bare"));
+  EXPECT_THAT(CheckFusedVariant(*o, ""), StatusIs(StatusCode::kUnsupported));
+  EXPECT_THAT(CheckFusedVariant(*o, "no_fences"), StatusIs(StatusCode::kUnsupported));
+  o = ParseFusedCostArgs({"--form", "chunk", "--mode", "shared"});
+  ASSERT_OK(o.status());
+  EXPECT_EQ(o->form, kernels::FusedRowForm::kChunkThreads);
+  EXPECT_FALSE(o->alone);
+  const auto invalid = StatusIs(StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseFusedCostArgs({"--mode", "alone", "--two-shot"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--mode", "lonely"}).status(), invalid);
+  EXPECT_THAT(ParseFusedCostArgs({"--form", "wide"}).status(), invalid);
+}
+
 TEST(KernelCostFusedTest, UsageNamesTheToolAndThePlacement) {
   EXPECT_EQ(FusedCostUsage().rfind("qr-kernel-cost --fused [--tokens", 0), 0u);
   EXPECT_NE(FusedCostUsage().find("every rank on\n  GPU 0"), std::string::npos);

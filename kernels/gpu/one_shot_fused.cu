@@ -92,18 +92,32 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
 
 // At most 64 registers a thread: a multiprocessor holds 1024 / blockDim.x
 // blocks, the budget FusedMaxGrid sizes the grid for. Dynamic shared memory:
-// the squares of the part's helper threads (FusedSquaresBytes). Divisions
+// the squares of the part's helper threads (FusedSharedBytes). Divisions
 // of the slot map are done once a block, a row's slot once a row, the wire
 // form once, and only warp 0 runs the tree, the division and the square
 // root (the first form's warps issued about 1000 instructions each, a third
 // of them integer divisions).
-template <WorkFormat kElem, int kWs, int kParts>
+//
+// kPer > 1 is the lane-threads form (one_shot_fused_slots.h
+// FusedLaneChunks): one part, 256 threads, thread l takes chunks l, l + 256,
+// ... of each row; no helpers. Its atom k of row i is the block's local atom
+// i * hidden / 8 + k * 256 + l, as in the one-thread-a-chunk form (chunk c
+// is local atom c of the row there too), so both lay a call out alike.
+template <WorkFormat kElem, int kWs, int kParts, int kPer>
 __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedOneShotParams fp) {
+  static_assert(kPer == 1 || kParts == 1, "several chunks a thread: whole rows, one part");
   // Before anything the previous kernel may touch (the counts, the slots).
   platform::WaitForPriorKernels();
   const KernelParams& p = fp.base;
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  // With one chunk a thread the residual and the weight are loaded with the
+  // input and kept in registers. With several (64 registers a thread would
+  // spill), the residual's loads are issued after the push (the peers'
+  // atoms are still on their way) and the weight goes to shared memory
+  // after the push, so that only residual_out's bits stay in registers
+  // across the tree.
+  constexpr bool kOneChunk = kPer == 1;
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
   const FusedBlockMap map(slots, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
@@ -114,21 +128,30 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   const unsigned group = blockIdx.x / parts;
   const unsigned groups = gridDim.x / parts;
   const unsigned lane = part * span + t % span;
-  const unsigned chunk = lane + kLanes * (t / span);
+  // Chunk k of this thread: chunk0 + 256 k.
+  const unsigned chunk0 = lane + kLanes * (t / span) * kPer;
   const unsigned chunks = static_cast<unsigned>(fp.hidden / kRmsNormChunkElems);
   const unsigned per_row = chunks / parts;  // this block's atoms of a row
   const unsigned rows = (static_cast<unsigned>(fp.tokens) - group + groups - 1) / groups;
-  const bool active = chunk < chunks;
-  // Row i of the group is token row group + i * groups; this thread's chunk of it.
+  auto active = [&](int k) { return chunk0 + kLanes * k < chunks; };
+  // Row i of the group is token row group + i * groups; this thread's chunk
+  // k of it is at first + i * row_step + k * kChunkStep.
   const size_t row_step = static_cast<size_t>(groups) * fp.hidden * 2;
-  const size_t first = group * fp.hidden * 2 + static_cast<size_t>(chunk) * 16;
+  const size_t first = group * fp.hidden * 2 + static_cast<size_t>(chunk0) * 16;
+  constexpr size_t kChunkStep = kLanes * 16;
 
   // Loads that do not depend on the phase, in flight across the barrier.
-  Vec16 in{}, res{}, weight{};
-  if (active) {
-    in = platform::LoadInput16(p.in + first);
-    if (fp.residual != nullptr) res = platform::LoadInput16(fp.residual + first);
-    weight = platform::LoadInput16(fp.weight + static_cast<size_t>(chunk) * 16);
+  Vec16 in[kPer], res[kPer], weight[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    in[k] = res[k] = weight[k] = Vec16{};
+    if (!active(k)) continue;
+    in[k] = platform::LoadInput16(p.in + first + k * kChunkStep);
+    if (kOneChunk && fp.residual != nullptr) {
+      res[k] = platform::LoadInput16(fp.residual + first + k * kChunkStep);
+    }
+    weight[k] =
+        platform::LoadInput16(fp.weight + static_cast<size_t>(chunk0) * 16 + k * kChunkStep);
   }
 
   __shared__ uint32_t gave_up;
@@ -136,7 +159,11 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   __shared__ float lanes[kLanes];
   __shared__ float row_inv;
   __shared__ uint32_t row_ok;
-  extern __shared__ float squares[];  // [8][helpers]
+  // Dynamic (FusedSharedBytes): one chunk a thread, the helpers' squares
+  // [8][helpers]; several, the weight's chunks [k][256].
+  extern __shared__ float dynamic_shared[];
+  float* const squares = dynamic_shared;
+  Vec16* const weight_shared = reinterpret_cast<Vec16*>(dynamic_shared);
   const unsigned helpers = threads - span;
   if (t == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   // Each area this block uses: its count picks the phase of its rows, and
@@ -152,28 +179,40 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
 
-  // Offset of row i's atom of this thread in a source's part of the region,
-  // phase included.
-  auto slot = [&](unsigned i) -> size_t {
-    const unsigned j = i * per_row + t;
+  // Offset of chunk k of row i of this thread in a source's part of the
+  // region, phase included (below 2^32: two phases of at most 2^28 bytes).
+  auto slot = [&](unsigned i, int k) -> uint32_t {
+    const unsigned j = i * per_row + k * threads + t;
     const FusedSlotRow r = map.Row(static_cast<int>(j / kFusedSlotRowAtoms));
-    return static_cast<size_t>(parity[r.area_index]) * kOneShotRegionBytes +
-           (static_cast<size_t>(r.row) * kFusedSlotRowAtoms + j % kFusedSlotRowAtoms) * 16;
+    return parity[r.area_index] * static_cast<uint32_t>(kOneShotRegionBytes) +
+           (static_cast<uint32_t>(r.row) * kFusedSlotRowAtoms + j % kFusedSlotRowAtoms) * 16;
   };
-  const size_t slot0 = slot(0);
+  static_assert(2 * static_cast<uint64_t>(kOneShotRegionBytes) <= (uint64_t{1} << 32),
+                "slot offsets fit 32 bits");
+  uint32_t slot0[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) slot0[k] = slot(0, k);
 
-  Vec16 wire0{};
-  if (active) {
-    for (unsigned i = 0; i < rows; ++i) {
-      const Vec16 w =
-          ToWire(Elem<kElem>::In(i == 0 ? in : platform::LoadInput16(p.in + first + i * row_step)));
-      if (i == 0) wire0 = w;
-      const size_t to = p.oneshot + (i == 0 ? slot0 : slot(i)) + p.rank * kPerSource;
+  // Push every row; row 0's wire form stays in `in` for its receive.
+  for (unsigned i = 0; i < rows; ++i) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (!active(k)) continue;
+      const Vec16 w = ToWire(Elem<kElem>::In(
+          i == 0 ? in[k] : platform::LoadInput16(p.in + first + i * row_step + k * kChunkStep)));
+      if (i == 0) in[k] = w;
+      const size_t to = p.oneshot + (i == 0 ? slot0[k] : slot(i, k)) + p.rank * kPerSource;
 #pragma unroll
       for (int r = 0; r < kWs; ++r) {
         if (r != p.rank) platform::StoreRemote16(p.buffers[r] + to, w);
       }
     }
+  }
+
+  if (!kOneChunk) {
+    // Read after the first lane barrier.
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) weight_shared[k * kLanes + t] = weight[k];
   }
 
   char* const mine = p.buffers[p.rank] + p.oneshot;
@@ -184,36 +223,56 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   for (unsigned i = 0; i < rows; ++i) {
     const size_t off = first + i * row_step;
     const size_t token = group + static_cast<size_t>(i) * groups;
-    float x[8] = {};  // residual_out's values (0 past the row or after a failed wait)
-    if (active && ok) {
-      Vec16 own = wire0;
-      if (i > 0) {
-        own = ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + off)));
-        if (fp.residual != nullptr) res = platform::LoadInput16(fp.residual + off);
-      }
-      // The one-shot all-reduce, bit for bit (one_shot.cu).
-      Vec16 sum;
-      ok = ReceiveSumWire<kElem, kWs>(p, mine, i == 0 ? slot0 : slot(i), own, sum);
-      if (ok) {
-        // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
-        if (fp.residual != nullptr) {
-          float b[8];
-          Unpack<kBf16>(sum, x);
-          Unpack<kBf16>(res, b);
+    // This row's input (as wire; row 0's is kept from the push) and
+    // residual, every load first.
 #pragma unroll
-          for (int e = 0; e < 8; ++e) x[e] = platform::AddRn(x[e], b[e]);
-          sum = Pack<kBf16>(x);
-        }
-        platform::StoreOutput16(fp.residual_out + off, sum);
-        Unpack<kBf16>(sum, x);
+    for (int k = 0; k < kPer; ++k) {
+      if (!active(k)) continue;
+      if (i > 0)
+        in[k] = ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + off + k * kChunkStep)));
+      if ((i > 0 || !kOneChunk) && fp.residual != nullptr) {
+        res[k] = platform::LoadInput16(fp.residual + off + k * kChunkStep);
       }
     }
-    // The lane's sum: its chunks lane, lane + 256, ... in order, each
-    // chunk's squares in order (a thread past the row, or whose wait gave
-    // up, adds 0).
-    float sq[8];
+    // residual_out's bits (0 past the row or after a failed wait).
+    Vec16 out[kPer];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sq[e] = platform::MulRn(x[e], x[e]);
+    for (int k = 0; k < kPer; ++k) {
+      out[k] = Vec16{};
+      if (!active(k) || !ok) continue;
+      // The one-shot all-reduce, bit for bit (one_shot.cu).
+      Vec16 sum;
+      ok = ReceiveSumWire<kElem, kWs>(p, mine, i == 0 ? slot0[k] : slot(i, k), in[k], sum);
+      if (!ok) continue;
+      // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
+      if (fp.residual != nullptr) {
+        float a[8], b[8];
+        Unpack<kBf16>(sum, a);
+        Unpack<kBf16>(res[k], b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] = platform::AddRn(a[e], b[e]);
+        sum = Pack<kBf16>(a);
+      }
+      platform::StoreOutput16(fp.residual_out + off + k * kChunkStep, sum);
+      out[k] = sum;
+    }
+    // The lane's sum: its chunks lane, lane + 256, ... in order, each
+    // chunk's squares in order (a chunk past the row, or after a failed
+    // wait, adds 0). This thread's chunks first; with helpers (one chunk a
+    // thread), then theirs through shared memory.
+    float sum = 0.0f;  // this thread's chunks' squares (an owner's lane sum so far)
+    float sq[8];       // chunk 0's squares, for the owner when this is a helper
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      float x[8];
+      Unpack<kBf16>(out[k], x);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float s = platform::MulRn(x[e], x[e]);
+        if (k == 0) sq[e] = s;
+        sum = platform::AddRn(sum, s);
+      }
+    }
     if (helpers > 0) {
       if (t >= span) {
 #pragma unroll
@@ -222,9 +281,6 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       __syncthreads();
     }
     if (t < span) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sum = platform::AddRn(sum, sq[e]);
       for (unsigned u = t; u < helpers; u += span) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) sum = platform::AddRn(sum, squares[e * helpers + u]);
@@ -275,58 +331,66 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     __syncthreads();
     const float inv = row_inv;
     if (row_ok == 0) ok = false;
-    if (active && ok) {
-      float w[8];
-      Unpack<kBf16>(weight, w);
+    if (!ok) continue;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (!active(k)) continue;
+      float x[8], w[8];
+      Unpack<kBf16>(out[k], x);
+      Unpack<kBf16>(kOneChunk ? weight[k] : weight_shared[k * kLanes + t], w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = platform::MulRn(platform::MulRn(x[e], inv), w[e]);
-      platform::StoreOutput16(p.out + off, Pack<kBf16>(x));
+      platform::StoreOutput16(p.out + off + k * kChunkStep, Pack<kBf16>(x));
     }
   }
 }
 
 template <WorkFormat kElem, int kWs>
-FusedKernelFn ForParts(int parts) {
+FusedKernelFn ForShape(int parts, int chunks_per_thread) {
+  if (chunks_per_thread == 2) return parts == 1 ? FusedOneShotKernel<kElem, kWs, 1, 2> : nullptr;
+  if (chunks_per_thread == 4) return parts == 1 ? FusedOneShotKernel<kElem, kWs, 1, 4> : nullptr;
+  if (chunks_per_thread != 1) return nullptr;
   switch (parts) {
     case 1:
-      return FusedOneShotKernel<kElem, kWs, 1>;
+      return FusedOneShotKernel<kElem, kWs, 1, 1>;
     case 2:
-      return FusedOneShotKernel<kElem, kWs, 2>;
+      return FusedOneShotKernel<kElem, kWs, 2, 1>;
     case 4:
-      return FusedOneShotKernel<kElem, kWs, 4>;
+      return FusedOneShotKernel<kElem, kWs, 4, 1>;
     case 8:
-      return FusedOneShotKernel<kElem, kWs, 8>;
+      return FusedOneShotKernel<kElem, kWs, 8, 1>;
   }
   return nullptr;
 }
 
 template <WorkFormat kElem>
-FusedKernelFn ForWs(int ws, int parts) {
+FusedKernelFn ForWs(int ws, int parts, int chunks_per_thread) {
   switch (ws) {
     case 2:
-      return ForParts<kElem, 2>(parts);
+      return ForShape<kElem, 2>(parts, chunks_per_thread);
     case 4:
-      return ForParts<kElem, 4>(parts);
+      return ForShape<kElem, 4>(parts, chunks_per_thread);
     case 8:
-      return ForParts<kElem, 8>(parts);
+      return ForShape<kElem, 8>(parts, chunks_per_thread);
   }
   return nullptr;
 }
 
 }  // namespace
 
-size_t FusedSquaresBytes(int threads, int parts) {
+size_t FusedSharedBytes(int threads, int parts, int chunks_per_thread) {
+  if (chunks_per_thread > 1) return static_cast<size_t>(chunks_per_thread) * kLanes * 16;
   const int helpers = threads - kLanes / parts;
   return helpers > 0 ? static_cast<size_t>(helpers) * kRmsNormChunkElems * 4 : 0;
 }
 
-FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts) {
+FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts, int chunks_per_thread) {
   switch (elem) {
     case WorkFormat::kFp16:
-      return ForWs<WorkFormat::kFp16>(ws, parts);
+      return ForWs<WorkFormat::kFp16>(ws, parts, chunks_per_thread);
     case WorkFormat::kBf16:
     case WorkFormat::kBf16Cast:
-      return ForWs<WorkFormat::kBf16>(ws, parts);
+      return ForWs<WorkFormat::kBf16>(ws, parts, chunks_per_thread);
   }
   return nullptr;
 }

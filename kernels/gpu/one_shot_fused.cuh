@@ -31,13 +31,15 @@ struct FusedOneShotParams {
 using FusedKernelFn = void (*)(FusedOneShotParams);
 
 // Dynamic shared memory a block of `threads` threads, one of `parts` of a
-// row, takes: the squares of the threads past the part's lanes.
-size_t FusedSquaresBytes(int threads, int parts);
+// row, with `chunks_per_thread` chunks a thread takes: with one chunk, the
+// squares of the threads past the part's lanes; with several, the weight.
+size_t FusedSharedBytes(int threads, int parts, int chunks_per_thread);
 
-// The kernel for (elem, ws, parts of a row: 1, 2, 4 or 8); nullptr if
-// unsupported. kBf16Cast runs the bf16 kernel, as the plain one-shot kernel
-// does (it moves exact values).
-FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts);
+// The kernel for (elem, ws, parts of a row: 1, 2, 4 or 8, chunks a thread:
+// 1, or 2 or 4 with one part: FusedLaunchShape); nullptr if unsupported.
+// kBf16Cast runs the bf16 kernel, as the plain one-shot kernel does (it
+// moves exact values).
+FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts, int chunks_per_thread);
 
 }  // namespace qr::kernels::gpu
 

@@ -33,17 +33,28 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
   return s;
 }
 
-FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws,
-                              int max_areas) {
+FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
+                              FusedRowForm form) {
   FusedLaunchShape shape;
   if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0) return shape;
   const int split = FusedRowParts(hidden);
   const bool one_row_each =
       split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
       (split == 1 || tokens * split <= kFusedLaneInboxes);
-  shape.parts = one_row_each ? split : FusedFewestParts(hidden);
-  if (shape.parts == 0) return shape;
-  shape.threads = FusedThreads(hidden, shape.parts);
+  if (form == FusedRowForm::kPolicy) {
+    form = one_row_each || FusedLaneChunks(hidden) == 0 ? FusedRowForm::kChunkThreads
+                                                        : FusedRowForm::kLaneThreads;
+  }
+  if (form == FusedRowForm::kLaneThreads) {
+    shape.chunks_per_thread = FusedLaneChunks(hidden);
+    if (shape.chunks_per_thread == 0) return shape;
+    shape.parts = 1;
+    shape.threads = kRmsNormLanes;
+  } else {
+    shape.parts = one_row_each ? split : FusedFewestParts(hidden);
+    if (shape.parts == 0) return shape;
+    shape.threads = FusedThreads(hidden, shape.parts);
+  }
   shape.slots = FusedOneShotSlots(tokens, hidden, max_blocks, ws, max_areas,
                                   FusedMaxGrid(max_blocks, shape.threads), shape.parts);
   return shape;

@@ -153,6 +153,22 @@ QR_HOST_DEVICE inline int FusedThreads(int64_t hidden, int parts) {
   return threads > 0 && threads <= kFusedMaxThreads ? static_cast<int>(threads) : 0;
 }
 
+// The lane-threads form: a block of 256 threads takes a whole row, thread
+// l owning lane l and every chunk of it (l, l + 256, ... below hidden / 8,
+// the reference's order of the lane's squares), kept in registers, so no
+// helper threads, no squares in shared memory and no lane exchange between
+// blocks. Chunks a thread takes: 2 or 4 (rows of 2056-4096 and 4104-8192
+// values; shorter rows are the one-thread-a-chunk form's one lane set
+// anyway), 0 when the form does not take the row.
+inline constexpr int kFusedMaxChunksPerThread = 4;
+QR_HOST_DEVICE inline int FusedLaneChunks(int64_t hidden) {
+  const int64_t chunks = hidden / 8;
+  if (chunks <= kRmsNormLanes || chunks > int64_t{kRmsNormLanes} * kFusedMaxChunksPerThread) {
+    return 0;
+  }
+  return chunks <= 2 * kRmsNormLanes ? 2 : kFusedMaxChunksPerThread;
+}
+
 // Parts of a row when each row group has one token row: one block while
 // it has at most kFusedSplitAbove threads, else blocks of at most 256
 // threads, so a row of 8192 values or more runs on several multiprocessors.
@@ -221,13 +237,20 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 // x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
 // block, and the slots. slots.grid == 0: the kernel does not take the call.
 // The same on every rank.
+//
+// form: which thread layout. kChunkThreads: a thread a chunk, rows split
+// over parts or walked by blocks of up to 1024 threads (above). kLaneThreads:
+// one block of 256 threads a row, FusedLaneChunks chunks a thread (above).
+// kPolicy: the measured choice, FusedPolicyForm.
+enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
 struct FusedLaunchShape {
   int parts = 0;
   int threads = 0;
+  int chunks_per_thread = 1;  // 1, or FusedLaneChunks in the lane-threads form
   FusedSlots slots;
 };
-FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws,
-                              int max_areas);
+FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
+                              FusedRowForm form = FusedRowForm::kPolicy);
 
 // Whether the one-launch kernel can run the call: its rows fit the slots.
 QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s) { return s.grid > 0; }

@@ -22,18 +22,19 @@ namespace {
 
 FusedLaunchShape ShapeFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
   return FusedShapeOf(static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden),
-                      max_blocks, world_size, gpu::kFusedMaxAreas);
+                      max_blocks, world_size, gpu::kFusedMaxAreas, norm.form);
 }
 
 // Blocks of `threads` threads of the fused kernel that stay resident at once
 // on the current device.
-StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, int threads, int parts) {
+StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, const FusedLaunchShape& shape) {
   int device = 0;
   int per_sm = 0;
   int sms = 0;
   QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
   QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), threads, gpu::FusedSquaresBytes(threads, parts)));
+      &per_sm, reinterpret_cast<const void*>(fn), shape.threads,
+      gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread)));
   QR_GPU_RETURN_IF_ERROR(
       hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
@@ -61,18 +62,20 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   if (slots.stride != impl_->params.oneshot_blocks) {
     return InternalError("fused one-shot: slot stride differs from the one-shot kernel's");
   }
-  const gpu::FusedKernelFn fn =
-      gpu::FusedOneShotKernelFor(request.format, c.world_size, shape.parts);
+  const gpu::FusedKernelFn fn = gpu::FusedOneShotKernelFor(request.format, c.world_size,
+                                                           shape.parts, shape.chunks_per_thread);
   if (fn == nullptr) return InvalidArgumentError("unsupported dtype/world size");
   // The first launch of each block shape asks the runtime (which also loads
   // the kernel, before any of this rank's kernels waits for a peer;
   // rmsnorm_epilogue.h says why that matters).
   const int parts_index = shape.parts == 1 ? 0 : shape.parts == 2 ? 1 : shape.parts == 4 ? 2 : 3;
+  const int per_index = shape.chunks_per_thread == 1 ? 0 : shape.chunks_per_thread == 2 ? 1 : 2;
   std::atomic<int>& cached =
-      impl_->fused_cap[static_cast<int>(request.format)][parts_index][shape.threads / 32];
+      impl_
+          ->fused_cap[static_cast<int>(request.format)][parts_index][per_index][shape.threads / 32];
   int cap = cached.load(std::memory_order_relaxed);
   if (cap == 0) {
-    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, shape.threads, shape.parts));
+    QR_ASSIGN_OR_RETURN(cap, ResidentBlocks(fn, shape));
     cached.store(cap, std::memory_order_relaxed);
   }
   // Same-index blocks of the ranks wait on each other: all must be resident.
@@ -92,7 +95,8 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.slot_rows = slots.rows;
   p.lanes = impl_->layout.fused_lanes;
   QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(
-      fn, dim3(slots.grid), dim3(shape.threads), gpu::FusedSquaresBytes(shape.threads, shape.parts),
+      fn, dim3(slots.grid), dim3(shape.threads),
+      gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread),
       static_cast<hipStream_t>(stream), impl_->overlap, p));
   return OkStatus();
 }

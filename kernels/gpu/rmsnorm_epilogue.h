@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "common/status.h"
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/platform/gpu_api.h"
 #include "kernels/types.h"
 
@@ -47,6 +48,10 @@ struct ResidualRmsNormRequest {
   // run two; the GPU tests and qr-kernel-cost use it to check and time the
   // kernel at every shape. The bits are the same either way.
   bool one_launch_always = false;
+  // The one-launch kernel's thread layout (one_shot_fused_slots.h
+  // FusedRowForm); kPolicy unless a test or qr-kernel-cost compares them.
+  // The bits are the same either way.
+  FusedRowForm form = FusedRowForm::kPolicy;
 };
 
 // kInvalidArgument for a bad request (checked before the GPU is touched),

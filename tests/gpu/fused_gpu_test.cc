@@ -71,9 +71,10 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   // one_launch_always; a one-shot call that the policy (or, always, the
   // kernel) takes must then run as one kernel (checked). split_rows: the
   // same for the row-split form of two-shot calls whose rows split exactly.
+  // form: the one-launch kernel's thread layout (ResidualRmsNormRequest).
   void RunAndCheck(Codec codec, bool one_shot, size_t tokens, size_t hidden, int layout,
                    uint64_t seed, bool one_launch = true, bool split_rows = true,
-                   bool always = false) {
+                   bool always = false, FusedRowForm form = FusedRowForm::kPolicy) {
     const auto [ws, format] = GetParam();
     const DType dtype = WorkFormatDType(format);
     const size_t n = tokens * hidden;
@@ -81,7 +82,10 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
                  std::to_string(hidden) + " layout " + std::to_string(layout) +
                  (one_launch ? "" : " two launches") + (split_rows ? "" : " no split") +
-                 (always ? " one launch always" : ""));
+                 (always ? " one launch always" : "") +
+                 (form == FusedRowForm::kLaneThreads    ? " lane threads"
+                  : form == FusedRowForm::kChunkThreads ? " chunk threads"
+                                                        : ""));
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
@@ -107,16 +111,17 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
       d_no[r] = layout == 1 ? d_in[r] : Alloc(r, n * 2, &keep);
     }
     for (int r = 0; r < ws; ++r) {
-      const ResidualRmsNormRequest norm{dtype,      layout == 2 ? nullptr : d_res[r],
-                                        d_w[r],     d_ro[r],
-                                        d_no[r],    tokens,
-                                        hidden,     eps,
-                                        one_launch, split_rows,
-                                        always};
+      ResidualRmsNormRequest norm{dtype,      layout == 2 ? nullptr : d_res[r],
+                                  d_w[r],     d_ro[r],
+                                  d_no[r],    tokens,
+                                  hidden,     eps,
+                                  one_launch, split_rows,
+                                  always};
+      norm.form = form;
       if (r == 0) {
         ASSERT_OK_AND_ASSIGN(const bool fused, group_->FusedOneLaunch(call, norm));
         if (one_launch && one_shot) ++one_launch_calls_;
-        if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden, always))) {
+        if (fused != (one_launch && one_shot && FitsOneLaunch(tokens, hidden, always, form))) {
           FAIL() << "one launch chosen: " << fused;
         }
         ASSERT_OK_AND_ASSIGN(const bool split, group_->FusedSplitRows(call, norm));
@@ -154,11 +159,11 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
   // The one-launch rule (kernels/gpu/one_shot_fused_slots.h) for this
   // group: the policy's, or (always) whether the kernel fits.
-  bool FitsOneLaunch(size_t tokens, size_t hidden, bool always) const {
+  bool FitsOneLaunch(size_t tokens, size_t hidden, bool always, FusedRowForm form) const {
     const auto t = static_cast<int64_t>(tokens);
     const auto h = static_cast<int64_t>(hidden);
     const FusedLaunchShape shape =
-        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608);
+        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608, form);
     return always ? FusedOneLaunchFits(shape.slots) : FusedOneLaunchPays(shape, t);
   }
 
@@ -250,9 +255,13 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
   // Rows split over parts (4096 and up, one_shot_fused_slots.h FusedShapeOf:
   // 2, 4, 8 parts, and 4 parts of 192 threads at 6144), rows of one part,
   // and rows of 16384 on two parts of 1024 threads walking several rows
-  // (40 x 16384).
-  const size_t shapes[][2] = {{1, 8},   {1, 4096}, {3, 1032}, {7, 2048},  {16, 2056},  {64, 4096},
-                              {257, 8}, {5, 8192}, {3, 6144}, {1, 16384}, {40, 16384}, {256, 8192}};
+  // (40 x 16384). Layouts 1 and 2 force the lane-threads form (2 chunks a
+  // thread at 2056-4096, 4 at 5120-8192, the last chunks of 2056 and 5120
+  // past the row on some threads; blocks walking several rows at 130 x
+  // 4096) and the one-thread-a-chunk form.
+  const size_t shapes[][2] = {{1, 8},      {1, 4096},   {3, 1032}, {7, 2048},  {16, 2056},
+                              {64, 4096},  {257, 8},    {5, 8192}, {3, 6144},  {1, 16384},
+                              {40, 16384}, {256, 8192}, {3, 5120}, {130, 4096}};
   uint64_t seed = 1;
   for (const auto& shape : shapes) {
     const size_t n = shape[0] * shape[1];
@@ -261,7 +270,10 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
         // Layout 0 as the policy runs it; the others as one launch wherever
         // the kernel fits (blocks that walk several rows included).
         RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
-                    /*one_launch=*/true, /*split_rows=*/true, /*always=*/layout != 0);
+                    /*one_launch=*/true, /*split_rows=*/true, /*always=*/layout != 0,
+                    layout == 1   ? FusedRowForm::kLaneThreads
+                    : layout == 2 ? FusedRowForm::kChunkThreads
+                                  : FusedRowForm::kPolicy);
         if (HasFatalFailure()) return;
         if (layout == 0) {
           RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
@@ -378,13 +390,15 @@ TEST_P(FusedGpuTest, ProgrammaticLaunchKeepsTheBits) {
 // Only rank 0 calls, so its blocks wait for a peer that never comes: the
 // wait's timeout ends every block of the call, a row's parts included (they
 // also wait for each other's lane sums), and later calls drain at once
-// (sticky error). Rows of one block (1 x 4096), of four parts (1 x 8192)
-// and of two parts walking several rows (40 x 16384).
-class FusedGiveUpTest : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
+// (sticky error). Rows of one block (1 x 4096), of four parts (1 x 8192),
+// of two parts walking several rows (40 x 16384) and in the lane-threads
+// form (3 x 8192, 4 chunks a thread).
+class FusedGiveUpTest : public ::testing::TestWithParam<std::tuple<size_t, size_t, FusedRowForm>> {
+};
 
 TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
   if (TestGpus() == 0) GTEST_SKIP() << "needs a GPU, found none";
-  const auto [tokens, hidden] = GetParam();
+  const auto [tokens, hidden, form] = GetParam();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalGroup> group,
                        LocalGroup::Create(2, /*max_blocks=*/0, TestGpus()));
   ASSERT_OK(gpu::SetDevice(group->device(0)));
@@ -408,6 +422,7 @@ TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
   norm.hidden = hidden;
   norm.eps = 1e-6f;
   norm.one_launch_always = true;
+  norm.form = form;
   ASSERT_OK_AND_ASSIGN(const bool one, group->FusedOneLaunch(call, norm));
   ASSERT_TRUE(one) << "the one-launch kernel must take the call";
   ASSERT_OK(group->LaunchResidualRmsNorm(0, call, in, norm));
@@ -417,14 +432,17 @@ TEST_P(FusedGiveUpTest, WaitTimesOutAndLaterCallsDrain) {
   EXPECT_LT(DrainSeconds(*group, 0, 5.0), 0.5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, FusedGiveUpTest,
-                         ::testing::Values(std::make_tuple(size_t{1}, size_t{4096}),
-                                           std::make_tuple(size_t{1}, size_t{8192}),
-                                           std::make_tuple(size_t{40}, size_t{16384})),
-                         [](const ::testing::TestParamInfo<std::tuple<size_t, size_t>>& info) {
-                           return std::to_string(std::get<0>(info.param)) + "x" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FusedGiveUpTest,
+    ::testing::Values(std::make_tuple(size_t{1}, size_t{4096}, FusedRowForm::kChunkThreads),
+                      std::make_tuple(size_t{1}, size_t{8192}, FusedRowForm::kChunkThreads),
+                      std::make_tuple(size_t{40}, size_t{16384}, FusedRowForm::kChunkThreads),
+                      std::make_tuple(size_t{3}, size_t{8192}, FusedRowForm::kLaneThreads)),
+    [](const ::testing::TestParamInfo<std::tuple<size_t, size_t, FusedRowForm>>& info) {
+      return std::to_string(std::get<0>(info.param)) + "x" +
+             std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) == FusedRowForm::kLaneThreads ? "Lanes" : "");
+    });
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, FusedGpuTest,
                          ::testing::Combine(::testing::Values(2, 4, 8),
