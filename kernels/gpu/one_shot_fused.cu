@@ -65,6 +65,8 @@ QR_DEVICE_INLINE bool ReceiveLane(uint32_t* word, uint32_t w, float& v, const Ke
     }
   }
   platform::StoreRemote32(word, 0);
+  // An empty word when a timing variant skipped the wait: 0, not a NaN.
+  if (kVariantSkipsWaits && w == 0) w = ~0u;
   v = __uint_as_float(~w);
   return true;
 }
@@ -98,14 +100,16 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
 // root (the first form's warps issued about 1000 instructions each, a third
 // of them integer divisions).
 //
-// kPer > 1 is the lane-threads form (one_shot_fused_slots.h
-// FusedLaneChunks): one part, 256 threads, thread l takes chunks l, l + 256,
-// ... of each row; no helpers. Its atom k of row i is the block's local atom
-// i * hidden / 8 + k * 256 + l, as in the one-thread-a-chunk form (chunk c
-// is local atom c of the row there too), so both lay a call out alike.
+// kPer = 2 is the lane-threads form (one_shot_fused_slots.h
+// FusedLaneThreads): one part; thread u (lane l = u % 256, m = u / 256)
+// takes chunks l + 256 (2m) and l + 256 (2m + 1) of each row, so a row of
+// 4096 values runs on 256 threads without helpers and one of 8192 on 512.
+// With one part a row's chunk c is the block's local atom i * hidden / 8 +
+// c of row i in both forms, so they lay a call out alike.
 template <WorkFormat kElem, int kWs, int kParts, int kPer>
 __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedOneShotParams fp) {
   static_assert(kPer == 1 || kParts == 1, "several chunks a thread: whole rows, one part");
+  static_assert(kPer == 1 || kPer == kFusedLaneChunks, "the forms' chunks a thread");
   // Before anything the previous kernel may touch (the counts, the slots).
   platform::WaitForPriorKernels();
   const KernelParams& p = fp.base;
@@ -159,12 +163,12 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   __shared__ float lanes[kLanes];
   __shared__ float row_inv;
   __shared__ uint32_t row_ok;
-  // Dynamic (FusedSharedBytes): one chunk a thread, the helpers' squares
-  // [8][helpers]; several, the weight's chunks [k][256].
+  // Dynamic (FusedSharedBytes): the helpers' squares [8 kPer][helpers], then
+  // with several chunks a thread the weight, chunk by chunk.
   extern __shared__ float dynamic_shared[];
-  float* const squares = dynamic_shared;
-  Vec16* const weight_shared = reinterpret_cast<Vec16*>(dynamic_shared);
   const unsigned helpers = threads - span;
+  float* const squares = dynamic_shared;
+  Vec16* const weight_shared = reinterpret_cast<Vec16*>(dynamic_shared + helpers * 8 * kPer);
   if (t == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   // Each area this block uses: its count picks the phase of its rows, and
   // advances (nothing else in this grid touches the area's count).
@@ -182,7 +186,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   // Offset of chunk k of row i of this thread in a source's part of the
   // region, phase included (below 2^32: two phases of at most 2^28 bytes).
   auto slot = [&](unsigned i, int k) -> uint32_t {
-    const unsigned j = i * per_row + k * threads + t;
+    const unsigned j = i * per_row + (kParts == 1 ? chunk0 + kLanes * k : t);
     const FusedSlotRow r = map.Row(static_cast<int>(j / kFusedSlotRowAtoms));
     return parity[r.area_index] * static_cast<uint32_t>(kOneShotRegionBytes) +
            (static_cast<uint32_t>(r.row) * kFusedSlotRowAtoms + j % kFusedSlotRowAtoms) * 16;
@@ -212,7 +216,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   if (!kOneChunk) {
     // Read after the first lane barrier.
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) weight_shared[k * kLanes + t] = weight[k];
+    for (int k = 0; k < kPer; ++k) {
+      if (active(k)) weight_shared[chunk0 + kLanes * k] = weight[k];
+    }
   }
 
   char* const mine = p.buffers[p.rank] + p.oneshot;
@@ -258,32 +264,28 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     }
     // The lane's sum: its chunks lane, lane + 256, ... in order, each
     // chunk's squares in order (a chunk past the row, or after a failed
-    // wait, adds 0). This thread's chunks first; with helpers (one chunk a
-    // thread), then theirs through shared memory.
-    float sum = 0.0f;  // this thread's chunks' squares (an owner's lane sum so far)
-    float sq[8];       // chunk 0's squares, for the owner when this is a helper
+    // wait, adds 0): an owner (t < span) adds its chunks' squares, then
+    // each helper's (t + span, t + 2 span, ...) through shared memory.
+    float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       float x[8];
       Unpack<kBf16>(out[k], x);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float s = platform::MulRn(x[e], x[e]);
-        if (k == 0) sq[e] = s;
-        sum = platform::AddRn(sum, s);
+        const float sq = platform::MulRn(x[e], x[e]);
+        if (t >= span) {
+          squares[(k * 8 + e) * helpers + t - span] = sq;
+        } else {
+          sum = platform::AddRn(sum, sq);
+        }
       }
     }
-    if (helpers > 0) {
-      if (t >= span) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) squares[e * helpers + t - span] = sq[e];
-      }
-      __syncthreads();
-    }
+    if (helpers > 0) __syncthreads();
     if (t < span) {
       for (unsigned u = t; u < helpers; u += span) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) sum = platform::AddRn(sum, squares[e * helpers + u]);
+        for (int e = 0; e < 8 * kPer; ++e) sum = platform::AddRn(sum, squares[e * helpers + u]);
       }
       lanes[lane] = sum;
 #pragma unroll
@@ -337,7 +339,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       if (!active(k)) continue;
       float x[8], w[8];
       Unpack<kBf16>(out[k], x);
-      Unpack<kBf16>(kOneChunk ? weight[k] : weight_shared[k * kLanes + t], w);
+      Unpack<kBf16>(kOneChunk ? weight[k] : weight_shared[chunk0 + kLanes * k], w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = platform::MulRn(platform::MulRn(x[e], inv), w[e]);
       platform::StoreOutput16(p.out + off + k * kChunkStep, Pack<kBf16>(x));
@@ -347,8 +349,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 
 template <WorkFormat kElem, int kWs>
 FusedKernelFn ForShape(int parts, int chunks_per_thread) {
-  if (chunks_per_thread == 2) return parts == 1 ? FusedOneShotKernel<kElem, kWs, 1, 2> : nullptr;
-  if (chunks_per_thread == 4) return parts == 1 ? FusedOneShotKernel<kElem, kWs, 1, 4> : nullptr;
+  if (chunks_per_thread == kFusedLaneChunks) {
+    return parts == 1 ? FusedOneShotKernel<kElem, kWs, 1, kFusedLaneChunks> : nullptr;
+  }
   if (chunks_per_thread != 1) return nullptr;
   switch (parts) {
     case 1:
@@ -379,9 +382,10 @@ FusedKernelFn ForWs(int ws, int parts, int chunks_per_thread) {
 }  // namespace
 
 size_t FusedSharedBytes(int threads, int parts, int chunks_per_thread) {
-  if (chunks_per_thread > 1) return static_cast<size_t>(chunks_per_thread) * kLanes * 16;
-  const int helpers = threads - kLanes / parts;
-  return helpers > 0 ? static_cast<size_t>(helpers) * kRmsNormChunkElems * 4 : 0;
+  const auto helpers = static_cast<size_t>(threads - kLanes / parts);
+  const auto per = static_cast<size_t>(chunks_per_thread);
+  const size_t weight = per > 1 ? static_cast<size_t>(threads) * per * 16 : 0;
+  return helpers * kRmsNormChunkElems * per * 4 + weight;
 }
 
 FusedKernelFn FusedOneShotKernelFor(WorkFormat elem, int ws, int parts, int chunks_per_thread) {

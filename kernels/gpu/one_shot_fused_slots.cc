@@ -10,7 +10,7 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
                              int max_grid, int parts) {
   FusedSlots s;
   if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0 || max_blocks <= 0 || ws <= 0 ||
-      max_grid <= 0 || parts <= 0 || FusedThreads(hidden, parts) == 0) {
+      max_grid <= 0 || parts <= 0 || (parts > 1 && FusedThreads(hidden, parts) == 0)) {
     return s;
   }
   if (tokens * hidden * 2 > OneShotMaxBytes(ws)) return s;
@@ -42,14 +42,14 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
       split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
       (split == 1 || tokens * split <= kFusedLaneInboxes);
   if (form == FusedRowForm::kPolicy) {
-    form = one_row_each || FusedLaneChunks(hidden) == 0 ? FusedRowForm::kChunkThreads
-                                                        : FusedRowForm::kLaneThreads;
+    form = one_row_each || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
+                                                         : FusedRowForm::kLaneThreads;
   }
   if (form == FusedRowForm::kLaneThreads) {
-    shape.chunks_per_thread = FusedLaneChunks(hidden);
-    if (shape.chunks_per_thread == 0) return shape;
+    shape.threads = FusedLaneThreads(hidden);
+    if (shape.threads == 0) return shape;
     shape.parts = 1;
-    shape.threads = kRmsNormLanes;
+    shape.chunks_per_thread = kFusedLaneChunks;
   } else {
     shape.parts = one_row_each ? split : FusedFewestParts(hidden);
     if (shape.parts == 0) return shape;

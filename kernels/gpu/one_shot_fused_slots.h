@@ -153,20 +153,20 @@ QR_HOST_DEVICE inline int FusedThreads(int64_t hidden, int parts) {
   return threads > 0 && threads <= kFusedMaxThreads ? static_cast<int>(threads) : 0;
 }
 
-// The lane-threads form: a block of 256 threads takes a whole row, thread
-// l owning lane l and every chunk of it (l, l + 256, ... below hidden / 8,
-// the reference's order of the lane's squares), kept in registers, so no
-// helper threads, no squares in shared memory and no lane exchange between
-// blocks. Chunks a thread takes: 2 or 4 (rows of 2056-4096 and 4104-8192
-// values; shorter rows are the one-thread-a-chunk form's one lane set
-// anyway), 0 when the form does not take the row.
-inline constexpr int kFusedMaxChunksPerThread = 4;
-QR_HOST_DEVICE inline int FusedLaneChunks(int64_t hidden) {
+// The lane-threads form: one block takes a whole row, each thread two
+// chunks of one lane, kept in registers from the receive to the norm:
+// thread u (lane l = u % 256, m = u / 256) takes chunks l + 256 (2m) and
+// l + 256 (2m + 1), so the owner (m = 0) adds its two chunks' squares, then
+// each helper's, in the reference's order. Threads: 256 for rows of
+// 2056-4096 values, 512 up to 8192, 1024 up to 16384 (half the
+// one-thread-a-chunk form's, so twice its blocks fit the grid cap); 0 for
+// rows of one lane set or less (the other form's shape already) or longer.
+inline constexpr int kFusedLaneChunks = 2;
+QR_HOST_DEVICE inline int FusedLaneThreads(int64_t hidden) {
   const int64_t chunks = hidden / 8;
-  if (chunks <= kRmsNormLanes || chunks > int64_t{kRmsNormLanes} * kFusedMaxChunksPerThread) {
-    return 0;
-  }
-  return chunks <= 2 * kRmsNormLanes ? 2 : kFusedMaxChunksPerThread;
+  const int64_t per_block = int64_t{kRmsNormLanes} * kFusedLaneChunks;
+  const int64_t threads = (chunks + per_block - 1) / per_block * kRmsNormLanes;
+  return chunks > kRmsNormLanes && threads <= 1024 ? static_cast<int>(threads) : 0;
 }
 
 // Parts of a row when each row group has one token row: one block while
@@ -227,8 +227,8 @@ QR_HOST_DEVICE inline int FusedMaxGrid(int max_blocks, int threads) {
 // most max_grid blocks, or grid 0 when the call does not fit (some block's
 // token rows need more slot rows than its areas hold, or the areas exceed
 // max_areas, the count a block can keep in shared memory). The same on
-// every rank. hidden: a positive multiple of 8 that FusedThreads(hidden,
-// parts) takes; tokens > 0.
+// every rank. hidden: a positive multiple of 8, whole lane sets for parts >
+// 1 (FusedThreads(hidden, parts) takes it); tokens > 0.
 FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
                              int max_grid, int parts = 1);
 
@@ -240,13 +240,13 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 //
 // form: which thread layout. kChunkThreads: a thread a chunk, rows split
 // over parts or walked by blocks of up to 1024 threads (above). kLaneThreads:
-// one block of 256 threads a row, FusedLaneChunks chunks a thread (above).
+// one block a row, two chunks a thread (FusedLaneThreads, above).
 // kPolicy: the measured choice, FusedPolicyForm.
 enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
 struct FusedLaunchShape {
   int parts = 0;
   int threads = 0;
-  int chunks_per_thread = 1;  // 1, or FusedLaneChunks in the lane-threads form
+  int chunks_per_thread = 1;  // 1, or kFusedLaneChunks in the lane-threads form
   FusedSlots slots;
 };
 FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,

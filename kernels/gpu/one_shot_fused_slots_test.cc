@@ -240,6 +240,53 @@ TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
   EXPECT_EQ(FusedThreads(131072, 8), 0);
 }
 
+// The lane-threads form: two chunks a thread, 256 threads up to 4096
+// values, 512 up to 8192, 1024 up to 16384; rows of one lane set or less,
+// or above 16384 values, are not its.
+TEST(FusedSlotsTest, LaneThreadsTakeTwoChunksAThread) {
+  EXPECT_EQ(FusedLaneThreads(8), 0);
+  EXPECT_EQ(FusedLaneThreads(2048), 0);
+  EXPECT_EQ(FusedLaneThreads(2056), 256);
+  EXPECT_EQ(FusedLaneThreads(4096), 256);
+  EXPECT_EQ(FusedLaneThreads(4104), 512);
+  EXPECT_EQ(FusedLaneThreads(5120), 512);
+  EXPECT_EQ(FusedLaneThreads(8192), 512);
+  EXPECT_EQ(FusedLaneThreads(8200), 768);
+  EXPECT_EQ(FusedLaneThreads(16384), 1024);
+  EXPECT_EQ(FusedLaneThreads(16392), 0);
+}
+
+// Forced forms: the lane-threads form runs whole rows on one block, one
+// token row a block up to the grid cap (FusedMaxGrid of its threads), and
+// its slots are the one-part slots; where it does not take the row, the
+// shape has no grid.
+TEST(FusedSlotsTest, ShapeOfAForcedForm) {
+  const auto lanes = FusedRowForm::kLaneThreads;
+  FusedLaunchShape s = FusedShapeOf(1, 4096, 528, 2, 608, lanes);
+  EXPECT_EQ(s.parts, 1);
+  EXPECT_EQ(s.threads, 256);
+  EXPECT_EQ(s.chunks_per_thread, 2);
+  EXPECT_EQ(s.slots.grid, 1);
+  s = FusedShapeOf(64, 8192, 132, 2, 608, lanes);
+  EXPECT_EQ(s.threads, 512);
+  EXPECT_EQ(s.chunks_per_thread, 2);
+  EXPECT_EQ(s.slots.grid, 64);
+  const FusedSlots one_part = FusedOneShotSlots(64, 8192, 132, 2, 608, 66, 1);
+  EXPECT_EQ(s.slots.rows, one_part.rows);
+  EXPECT_EQ(s.slots.stride, one_part.stride);
+  EXPECT_EQ(s.slots.grid, one_part.grid);
+  s = FusedShapeOf(256, 4096, 132, 2, 608, lanes);  // two rows a block
+  EXPECT_EQ(s.slots.grid, 132);
+  EXPECT_EQ(FusedShapeOf(128, 8192, 132, 2, 608, lanes).slots.grid, 66);
+  EXPECT_EQ(FusedShapeOf(1, 2048, 528, 2, 608, lanes).slots.grid, 0);
+  EXPECT_EQ(FusedShapeOf(1, 32768, 528, 2, 608, lanes).slots.grid, 0);
+  // The one-thread-a-chunk form keeps its own shapes.
+  s = FusedShapeOf(64, 8192, 132, 2, 608, FusedRowForm::kChunkThreads);
+  EXPECT_EQ(s.chunks_per_thread, 1);
+  EXPECT_EQ(s.threads, 1024);
+  EXPECT_EQ(s.slots.grid, 33);
+}
+
 // The shortest rows' split: one block up to 512 threads, else blocks of at
 // most 256 threads; the fewest parts otherwise.
 TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {

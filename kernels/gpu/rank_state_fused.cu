@@ -69,7 +69,7 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   // the kernel, before any of this rank's kernels waits for a peer;
   // rmsnorm_epilogue.h says why that matters).
   const int parts_index = shape.parts == 1 ? 0 : shape.parts == 2 ? 1 : shape.parts == 4 ? 2 : 3;
-  const int per_index = shape.chunks_per_thread == 1 ? 0 : shape.chunks_per_thread == 2 ? 1 : 2;
+  const int per_index = shape.chunks_per_thread == 1 ? 0 : 1;
   std::atomic<int>& cached =
       impl_
           ->fused_cap[static_cast<int>(request.format)][parts_index][per_index][shape.threads / 32];

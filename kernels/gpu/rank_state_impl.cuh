@@ -30,9 +30,9 @@ struct RankState::Impl {
   // Racing first launches compute the same value.
   mutable std::atomic<int> grid_cap[kKernelSlots] = {};
   // The same for the fused one-shot kernel of each work format, parts of a
-  // row (1, 2, 4, 8), chunks a thread (1, 2, 4) and block size (FusedThreads:
-  // a multiple of 32 threads).
-  mutable std::atomic<int> fused_cap[kNumWorkFormats][4][3][kFusedMaxThreads / 32 + 1] = {};
+  // row (1, 2, 4, 8), chunks a thread (1 or kFusedLaneChunks) and block
+  // size (a multiple of 32 threads).
+  mutable std::atomic<int> fused_cap[kNumWorkFormats][4][2][kFusedMaxThreads / 32 + 1] = {};
 };
 
 // RankState::Launch's checks of a request (kInvalidArgument), before

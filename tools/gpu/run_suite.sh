@@ -16,7 +16,9 @@
 #   the host reference (tests/gpu:fused_gpu_test, ranks sharing the GPUs,
 #   and fused_backend_test through the real stack); "fused-cost" (not
 #   default): qr-kernel-cost --fused; "fused-bench" (not default, 2+ GPUs):
-#   qr-bench --fused, one GPU per rank.
+#   qr-bench --fused, one GPU per rank; "fused-forms" (not default): the
+#   one-launch kernel's thread layouts, shared and (with a no_waits or bare
+#   variant staged) rank 0 alone.
 #   "variants" and "profile" need QR_STAGE_VARIANTS at staging (tools/gpu/profile.sh);
 #   "cost" (qr-kernel-cost, every rank on GPU 0) uses them where staged.
 #   "tma" (not default): TMA bulk stores against SM stores (issue 18 item 8).
@@ -201,6 +203,25 @@ for p in $suite; do
       # rank on GPU 0, graph-captured; QR_FUSED_COST_ARGS adds flags.
       part fused-cost 300 .device/bin/qr-kernel-cost --fused --csv "$out/fused-cost.csv" \
         ${QR_FUSED_COST_ARGS:-} ;;
+    fused-forms)
+      # The one-launch kernel's two thread layouts (--form chunk, lane) side
+      # by side, every rank launched; then, with a no_waits or bare variant
+      # staged (QR_STAGE_VARIANTS), rank 0's kernels alone, the SM-side cost
+      # of the all-reduce, the unfused pair and the fused forms.
+      # QR_FUSED_FORMS_ARGS adds flags (default fp16, no GEMM).
+      forms_args=(--dtypes fp16 --no-gemm ${QR_FUSED_FORMS_ARGS:-})
+      for form in chunk lane; do
+        part "fused-$form" 240 .device/bin/qr-kernel-cost --fused --form "$form" \
+          --csv "$out/fused-$form.csv" "${forms_args[@]}"
+      done
+      for b in .device/variants/no_waits/qr-kernel-cost .device/variants/bare/qr-kernel-cost; do
+        [[ -x "$b" ]] || continue
+        for form in policy chunk lane; do
+          part "fused-alone-$form" 180 "$b" --fused --mode alone --form "$form" \
+            --csv "$out/fused-alone-$form.csv" "${forms_args[@]}"
+        done
+        break
+      done ;;
     fused-bench)
       # qr-bench --fused (tools/bench_fused.h): the same columns as
       # fused-cost, one GPU per rank; QR_FUSED_BENCH_ARGS adds flags
@@ -343,7 +364,7 @@ for p in $suite; do
     profile)
       part profile 540 bash tools/gpu/profile.sh ;;
     *)
-      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost fused-bench backend demo sanitizer bench bench-modes symm variants cost tma profile)")
+      summary+=("$p: no such part (codec local collectives collectives-backend collectives-cost fused fused-cost fused-forms fused-bench backend demo sanitizer bench bench-modes symm variants cost tma profile)")
       failed=1 ;;
   esac
 done
