@@ -157,16 +157,19 @@ QR_HOST_DEVICE inline int FusedThreads(int64_t hidden, int parts) {
 // chunks of one lane, kept in registers from the receive to the norm:
 // thread u (lane l = u % 256, m = u / 256) takes chunks l + 256 (2m) and
 // l + 256 (2m + 1), so the owner (m = 0) adds its two chunks' squares, then
-// each helper's, in the reference's order. Threads: 256 for rows of
-// 2056-4096 values, 512 up to 8192, 1024 up to 16384 (half the
-// one-thread-a-chunk form's, so twice its blocks fit the grid cap); 0 for
-// rows of one lane set or less (the other form's shape already) or longer.
+// its helper's (m = 1), in the reference's order. Threads: 256 for rows of
+// 2056-4096 values, 512 up to 8192 (half the one-thread-a-chunk form's, so
+// twice its blocks fit the grid cap); 0 for rows of one lane set or less
+// (the other form's shape already) or longer (a block of 1024 would need
+// more than the 48 KiB of shared memory a launch gets without opting in,
+// and on one H200 it measured no faster than two parts at 40-64 x 16384).
 inline constexpr int kFusedLaneChunks = 2;
+inline constexpr int kFusedLaneMaxThreads = 512;
 QR_HOST_DEVICE inline int FusedLaneThreads(int64_t hidden) {
   const int64_t chunks = hidden / 8;
   const int64_t per_block = int64_t{kRmsNormLanes} * kFusedLaneChunks;
   const int64_t threads = (chunks + per_block - 1) / per_block * kRmsNormLanes;
-  return chunks > kRmsNormLanes && threads <= 1024 ? static_cast<int>(threads) : 0;
+  return chunks > kRmsNormLanes && threads <= kFusedLaneMaxThreads ? static_cast<int>(threads) : 0;
 }
 
 // Parts of a row when each row group has one token row: one block while
@@ -241,7 +244,18 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 // form: which thread layout. kChunkThreads: a thread a chunk, rows split
 // over parts or walked by blocks of up to 1024 threads (above). kLaneThreads:
 // one block a row, two chunks a thread (FusedLaneThreads, above).
-// kPolicy: the measured choice, FusedPolicyForm.
+// kPolicy: the measured choice: the lane-threads form wherever it takes the
+// row, except calls of at most kFusedChunkFormMaxTokens rows that fit one
+// block of at most 512 threads a row in the other form (rows of 2056-4096
+// values). Measured on one H200 (ws 2, both ranks sharing it, graph; docs/
+// performance.md "Two chunks a thread"): at 4096 values the one-thread-a-
+// chunk form (512 threads) was 0.1-0.2 us faster at 1-8 rows, even at
+// 16-64, and 1.5-2 us slower at 128-256 (blocks of 512 threads walking
+// two rows; the lane form's 256-thread blocks take one each); at 8192 the
+// lane form (512 threads, no lane exchange between blocks) beat four parts
+// of 256 threads by 0.2-0.8 us at 2-32 rows and the 1024-thread blocks by
+// 3.4 us at 64 and 7 us at 128.
+inline constexpr int64_t kFusedChunkFormMaxTokens = 8;
 enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
 struct FusedLaunchShape {
   int parts = 0;

@@ -241,8 +241,8 @@ TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
 }
 
 // The lane-threads form: two chunks a thread, 256 threads up to 4096
-// values, 512 up to 8192, 1024 up to 16384; rows of one lane set or less,
-// or above 16384 values, are not its.
+// values, 512 up to 8192; rows of one lane set or less, or above 8192
+// values, are not its.
 TEST(FusedSlotsTest, LaneThreadsTakeTwoChunksAThread) {
   EXPECT_EQ(FusedLaneThreads(8), 0);
   EXPECT_EQ(FusedLaneThreads(2048), 0);
@@ -251,9 +251,8 @@ TEST(FusedSlotsTest, LaneThreadsTakeTwoChunksAThread) {
   EXPECT_EQ(FusedLaneThreads(4104), 512);
   EXPECT_EQ(FusedLaneThreads(5120), 512);
   EXPECT_EQ(FusedLaneThreads(8192), 512);
-  EXPECT_EQ(FusedLaneThreads(8200), 768);
-  EXPECT_EQ(FusedLaneThreads(16384), 1024);
-  EXPECT_EQ(FusedLaneThreads(16392), 0);
+  EXPECT_EQ(FusedLaneThreads(8200), 0);  // 768 threads: above kFusedLaneMaxThreads
+  EXPECT_EQ(FusedLaneThreads(16384), 0);
 }
 
 // Forced forms: the lane-threads form runs whole rows on one block, one
@@ -279,7 +278,7 @@ TEST(FusedSlotsTest, ShapeOfAForcedForm) {
   EXPECT_EQ(s.slots.grid, 132);
   EXPECT_EQ(FusedShapeOf(128, 8192, 132, 2, 608, lanes).slots.grid, 66);
   EXPECT_EQ(FusedShapeOf(1, 2048, 528, 2, 608, lanes).slots.grid, 0);
-  EXPECT_EQ(FusedShapeOf(1, 32768, 528, 2, 608, lanes).slots.grid, 0);
+  EXPECT_EQ(FusedShapeOf(1, 16384, 528, 2, 608, lanes).slots.grid, 0);
   // The one-thread-a-chunk form keeps its own shapes.
   s = FusedShapeOf(64, 8192, 132, 2, 608, FusedRowForm::kChunkThreads);
   EXPECT_EQ(s.chunks_per_thread, 1);
@@ -308,31 +307,59 @@ TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {
 
 // The policy: at most two rows a block of 512 threads or fewer, one of 1024.
 TEST(FusedSlotsTest, OneLaunchPaysForFewRowsABlock) {
-  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(128, 4096, 132, 2, 608), 128));   // 2 rows, 512
-  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(256, 4096, 132, 2, 608), 256));  // 4 rows
-  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(32, 8192, 132, 2, 608), 32));     // 4 parts
-  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(64, 8192, 132, 2, 608), 64));    // 2 rows, 1024
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(64, 4096, 132, 2, 608), 64));     // 1 row, 256
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(256, 4096, 132, 2, 608), 256));   // 2 rows, 256
+  EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(128, 8192, 132, 2, 608), 128));   // 2 rows, 512
   EXPECT_TRUE(FusedOneLaunchPays(FusedShapeOf(8, 16384, 132, 2, 608), 8));      // 8 parts
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(64, 16384, 132, 2, 608), 64));   // 4 rows, 1024
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(256, 8192, 132, 2, 608), 256));  // no fit
+  const auto chunk = FusedRowForm::kChunkThreads;
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(256, 4096, 132, 2, 608, chunk), 256));  // 4 rows
+  EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(64, 8192, 132, 2, 608, chunk), 64));    // 2 of 1024
 }
 
-// A call splits its rows while every row group then has one row, else takes
-// the fewest parts; the grid is whole row groups.
-TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
-  FusedLaunchShape s = FusedShapeOf(1, 8192, 528, 2, 608);
+// The policy's form: one thread a chunk for calls of at most 8 rows that
+// one block of at most 512 threads takes whole (rows of 2056-4096 values),
+// and for rows the lane-threads form does not take (2048 values or less,
+// above 8192); the lane-threads form otherwise.
+TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
+  auto form_of = [](int64_t tokens, int64_t hidden) {
+    const FusedLaunchShape s = FusedShapeOf(tokens, hidden, 132, 2, 608);
+    return s.chunks_per_thread == 1 ? FusedRowForm::kChunkThreads : FusedRowForm::kLaneThreads;
+  };
+  const auto chunk = FusedRowForm::kChunkThreads;
+  const auto lanes = FusedRowForm::kLaneThreads;
+  EXPECT_EQ(form_of(1, 4096), chunk);
+  EXPECT_EQ(form_of(8, 4096), chunk);
+  EXPECT_EQ(form_of(9, 4096), lanes);
+  EXPECT_EQ(form_of(256, 4096), lanes);
+  EXPECT_EQ(form_of(1, 8192), lanes);  // four parts otherwise: no single block
+  EXPECT_EQ(form_of(128, 8192), lanes);
+  EXPECT_EQ(form_of(1, 2048), chunk);
+  EXPECT_EQ(form_of(64, 2048), chunk);
+  EXPECT_EQ(form_of(1, 16384), chunk);
+  EXPECT_EQ(form_of(40, 16384), chunk);
+}
+
+// The one-thread-a-chunk form splits a row while every row group then has
+// one row, else takes the fewest parts; the grid is whole row groups.
+TEST(FusedSlotsTest, ChunkFormSplitsShortCallsOnly) {
+  const auto chunk = FusedRowForm::kChunkThreads;
+  FusedLaunchShape s = FusedShapeOf(1, 8192, 528, 2, 608, chunk);
   EXPECT_EQ(s.parts, 4);
   EXPECT_EQ(s.threads, 256);
   EXPECT_EQ(s.slots.grid, 4);
-  s = FusedShapeOf(16, 8192, 132, 2, 608);  // 64 blocks of the 132
+  s = FusedShapeOf(16, 8192, 132, 2, 608, chunk);  // 64 blocks of the 132
   EXPECT_EQ(s.parts, 4);
   EXPECT_EQ(s.slots.grid, 64);
-  s = FusedShapeOf(64, 8192, 132, 2, 608);  // 256 blocks would not fit
+  s = FusedShapeOf(64, 8192, 132, 2, 608, chunk);  // 256 blocks would not fit
   EXPECT_EQ(s.parts, 1);
   EXPECT_EQ(s.threads, 1024);
   EXPECT_EQ(s.slots.grid, 33);
-  s = FusedShapeOf(64, 4096, 132, 2, 608);  // rows of 4096: one block each
+  s = FusedShapeOf(64, 4096, 132, 2, 608, chunk);  // rows of 4096: one block each
   EXPECT_EQ(s.parts, 1);
   EXPECT_EQ(s.slots.grid, 64);
-  s = FusedShapeOf(256, 4096, 132, 2, 608);  // 512 blocks would not fit
+  s = FusedShapeOf(256, 4096, 132, 2, 608, chunk);  // 512 blocks would not fit
   EXPECT_EQ(s.parts, 1);
   EXPECT_EQ(s.threads, 512);
   EXPECT_EQ(s.slots.grid, 66);
@@ -340,8 +367,8 @@ TEST(FusedSlotsTest, ShapeSplitsShortCallsOnly) {
   EXPECT_EQ(s.parts, 2);
   EXPECT_EQ(s.threads, 1024);
   EXPECT_EQ(s.slots.grid, 32);
-  EXPECT_EQ(FusedShapeOf(1, 2056, 528, 2, 608).parts, 1);
-  EXPECT_EQ(FusedShapeOf(1, 6144, 528, 2, 608).parts, 4);  // 192 threads
+  EXPECT_EQ(FusedShapeOf(1, 2056, 528, 2, 608, chunk).parts, 1);
+  EXPECT_EQ(FusedShapeOf(1, 6144, 528, 2, 608, chunk).parts, 4);  // 192 threads
   EXPECT_EQ(FusedShapeOf(1, 131072, 528, 2, 608).slots.grid, 0);
   EXPECT_EQ(FusedShapeOf(1, 12, 528, 2, 608).slots.grid, 0);
 }

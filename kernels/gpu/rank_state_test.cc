@@ -242,24 +242,25 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
             FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens),
                                             static_cast<int64_t>(hidden), 64, 2, 608),
                                static_cast<int64_t>(tokens)));
-  // 64 layout blocks: rows of 4096 values on 32 blocks of 512 threads; a
-  // block walks at most kFusedOneLaunchMaxRows rows by default.
-  r.count = 64 * 4096;
-  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(64, 4096)));
-  r.count = 65 * 4096;
-  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(65, 4096)));
+  // 64 layout blocks: from 9 rows of 4096 values, the lane-threads form's
+  // 64 blocks of 256 threads; a block walks at most kFusedOneLaunchMaxRows
+  // rows by default.
+  r.count = 128 * 4096;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(128, 4096)));
+  r.count = 129 * 4096;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(129, 4096)));
   // Asked for always: one launch wherever the kernel fits.
-  n = Norm(65, 4096);
+  n = Norm(129, 4096);
   n.one_launch_always = true;
   EXPECT_TRUE(s.FusedOneLaunch(r, n));
   n.one_launch = false;
   EXPECT_FALSE(s.FusedOneLaunch(r, n));
-  // Rows of 8192 values: four parts of 256 threads while 64 blocks hold
-  // them (16 tokens); beyond, 16 blocks of 1024 threads, one row each.
-  r.count = 16 * 8192;
-  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(16, 8192)));
-  r.count = 17 * 8192;
-  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(17, 8192)));
+  // Rows of 8192 values: 32 blocks of 512 threads (two chunks a thread),
+  // two rows each at most.
+  r.count = 64 * 8192;
+  EXPECT_TRUE(s.FusedOneLaunch(r, Norm(64, 8192)));
+  r.count = 65 * 8192;
+  EXPECT_FALSE(s.FusedOneLaunch(r, Norm(65, 8192)));
   // Rows of 16384 values: eight parts of 256 threads.
   r.count = 1 * 16384;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(1, 16384)));
