@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   // across the tree.
   constexpr bool kOneChunk = kPer == 1;
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
-  const FusedBlockMap map(slots, static_cast<int>(blockIdx.x));
+  const FusedBlockMap map(slots, fp.consts, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
   const unsigned t = threadIdx.x;
   constexpr unsigned parts = kParts;
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   const unsigned chunk0 = lane + kLanes * (t / span) * kPer;
   const unsigned chunks = static_cast<unsigned>(fp.hidden / kRmsNormChunkElems);
   const unsigned per_row = chunks / parts;  // this block's atoms of a row
-  const unsigned rows = (static_cast<unsigned>(fp.tokens) - group + groups - 1) / groups;
+  const auto rows = static_cast<unsigned>(FusedGroupTokens(fp.consts, static_cast<int>(group)));
   auto active = [&](int k) { return chunk0 + kLanes * k < chunks; };
   // Row i of the group is token row group + i * groups; this thread's chunk
   // k of it is at first + i * row_step + k * kChunkStep.

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/two_shot.h"
 #include "kernels/gpu/two_shot_device.cuh"
 
@@ -24,8 +25,9 @@ struct FusedOneShotParams {
   size_t tokens;         // > 0
   size_t hidden;         // a positive multiple of kRmsNormChunkElems
   float eps;
-  int slot_rows;  // FusedSlots::rows (the stride is base.oneshot_blocks)
-  size_t lanes;   // TwoShotLayout::fused_lanes: this rank's lane inboxes in its buffer
+  int slot_rows;             // FusedSlots::rows (the stride is base.oneshot_blocks)
+  size_t lanes;              // TwoShotLayout::fused_lanes: this rank's lane inboxes in its buffer
+  FusedLaunchConsts consts;  // FusedLaunchConstsOf(the launch's slots, tokens)
 };
 
 using FusedKernelFn = void (*)(FusedOneShotParams);

@@ -79,6 +79,38 @@ struct FusedSlotRow {
   int row;
 };
 
+// What every block of a launch derives from the slots and the call, with
+// the divisions done once on the host (the kernel's blocks each spent about
+// a fifth of their instructions on them; ncu, one H200): the rows of the
+// long areas, the long areas a block has (long_below = R - (most - 1) S =
+// long_q G + long_r: block B < G has long_q + (B < long_r) of them), and a
+// row group's token rows (tokens = rows_q (G / P) + rows_r: group g has
+// rows_q + (g < rows_r)).
+struct FusedLaunchConsts {
+  int most = 0;
+  int long_q = 0;
+  int long_r = 0;
+  int rows_q = 0;
+  int rows_r = 0;
+};
+inline FusedLaunchConsts FusedLaunchConstsOf(const FusedSlots& s, int64_t tokens) {
+  FusedLaunchConsts c;
+  if (s.grid <= 0 || s.stride <= 0 || s.parts <= 0) return c;
+  c.most = (s.rows + s.stride - 1) / s.stride;
+  const int long_below = s.rows - (c.most - 1) * s.stride;
+  c.long_q = long_below / s.grid;
+  c.long_r = long_below % s.grid;
+  const int groups = s.grid / s.parts;
+  c.rows_q = static_cast<int>(tokens / groups);
+  c.rows_r = static_cast<int>(tokens % groups);
+  return c;
+}
+
+// Token rows of row group g (g < G / P) from the launch's constants.
+QR_HOST_DEVICE inline int FusedGroupTokens(const FusedLaunchConsts& c, int group) {
+  return c.rows_q + (group < c.rows_r ? 1 : 0);
+}
+
 // Block B's local rows, with every division that does not depend on q done
 // once: the fused kernel maps each atom it sends and receives through Row,
 // and a region holds at most 2^20 rows, so 32-bit arithmetic suffices (a
@@ -97,6 +129,14 @@ struct FusedBlockMap {
         stride(s.stride),
         most((s.rows + s.stride - 1) / s.stride),
         long_areas(FusedBlockLongAreas(s, b)),
+        long_rows(long_areas * most) {}
+  // The same from the launch's constants, without a division (the kernel's).
+  QR_HOST_DEVICE FusedBlockMap(const FusedSlots& s, const FusedLaunchConsts& c, int b)
+      : block(b),
+        grid(s.grid),
+        stride(s.stride),
+        most(c.most),
+        long_areas(c.long_q + (b < c.long_r ? 1 : 0)),
         long_rows(long_areas * most) {}
   QR_HOST_DEVICE FusedSlotRow Row(int q) const {
     // The block's first area (most calls: a block's rows fit in it).

@@ -217,6 +217,32 @@ TEST(FusedSlotsTest, BlockMapMatchesAreaAfterArea) {
   }
 }
 
+// The launch's constants give every block the map and token rows the
+// divisions give (the kernel builds its map from them).
+TEST(FusedSlotsTest, LaunchConstantsGiveTheBlocksMapAndRows) {
+  for (int ws : {2, 4, 8}) {
+    for (int max_blocks : {33, 64, 132, 528}) {
+      for (int64_t tokens : {1, 3, 8, 40, 64, 129, 256}) {
+        for (int parts : {1, 2, 4}) {
+          const FusedSlots s = FusedOneShotSlots(tokens, 4096, max_blocks, ws, 4096,
+                                                 FusedMaxGrid(max_blocks, 256), parts);
+          if (s.grid == 0) continue;
+          const FusedLaunchConsts c = FusedLaunchConstsOf(s, tokens);
+          for (int b = 0; b < s.grid; ++b) {
+            const FusedBlockMap want(s, b);
+            const FusedBlockMap got(s, c, b);
+            ASSERT_EQ(got.most, want.most);
+            ASSERT_EQ(got.long_areas, want.long_areas) << "block " << b;
+            ASSERT_EQ(got.long_rows, want.long_rows);
+            ASSERT_EQ(FusedGroupTokens(c, b / parts), FusedBlockTokens(tokens, s, b))
+                << "block " << b << " of " << s.grid << ", tokens " << tokens;
+          }
+        }
+      }
+    }
+  }
+}
+
 // One part: a thread per 16-byte chunk of a row, in whole sets of 256
 // lanes, 256 to 1024 threads. Several parts: rows of whole lane sets,
 // hidden / 8 / parts threads, at most 1024.

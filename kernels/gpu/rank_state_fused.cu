@@ -94,6 +94,7 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.eps = norm.eps;
   p.slot_rows = slots.rows;
   p.lanes = impl_->layout.fused_lanes;
+  p.consts = FusedLaunchConstsOf(slots, static_cast<int64_t>(norm.tokens));
   QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(
       fn, dim3(slots.grid), dim3(shape.threads),
       gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread),
