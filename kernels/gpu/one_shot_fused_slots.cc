@@ -42,9 +42,9 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
       split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
       (split == 1 || tokens * split <= kFusedLaneInboxes);
   if (form == FusedRowForm::kPolicy) {
-    const bool short_call = tokens <= kFusedChunkFormMaxTokens && split == 1;
-    form = short_call || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
-                                                       : FusedRowForm::kLaneThreads;
+    const bool chunks = one_row_each && (split == 1 || tokens == 1);
+    form = chunks || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
+                                                   : FusedRowForm::kLaneThreads;
   }
   if (form == FusedRowForm::kLaneThreads) {
     shape.threads = FusedLaneThreads(hidden);

@@ -284,18 +284,18 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 // form: which thread layout. kChunkThreads: a thread a chunk, rows split
 // over parts or walked by blocks of up to 1024 threads (above). kLaneThreads:
 // one block a row, two chunks a thread (FusedLaneThreads, above).
-// kPolicy: the measured choice: the lane-threads form wherever it takes the
-// row, except calls of at most kFusedChunkFormMaxTokens rows that fit one
-// block of at most 512 threads a row in the other form (rows of 2056-4096
-// values). Measured on one H200 (ws 2, both ranks sharing it, graph; docs/
-// performance.md "Two chunks a thread"): at 4096 values the one-thread-a-
-// chunk form (512 threads) was 0.1-0.2 us faster at 1-8 rows, even at
-// 16-64, and 1.5-2 us slower at 128-256 (blocks of 512 threads walking
-// two rows; the lane form's 256-thread blocks take one each); at 8192 the
-// lane form (512 threads, no lane exchange between blocks) beat four parts
-// of 256 threads by 0.2-0.8 us at 2-32 rows and the 1024-thread blocks by
-// 3.4 us at 64 and 7 us at 128.
-inline constexpr int64_t kFusedChunkFormMaxTokens = 8;
+// kPolicy: the measured choice: one thread a chunk while every row group
+// then has one token row and either the row is one part (no lane exchange
+// between blocks: rows up to 4096 values) or the call is one token row
+// (its parts spread it over multiprocessors); the lane-threads form where
+// it takes the row otherwise. Measured on one H200 (ws 2, both ranks
+// sharing it, graph, fp16; docs/performance.md "Two chunks a thread"): at
+// 4096 values one block of 512 threads a row was 0.25-0.5 us faster than
+// the lane form's 256 threads up to 64 rows, and 1.5-3 us slower at
+// 128-256 (its blocks walk two rows there, the grid being capped); at 8192
+// four parts of 256 threads were 0.6 us faster at one row and 0.1-0.6 us
+// slower from two (the lane exchange), and the 1024-thread blocks 3-7 us
+// slower at 64-128 rows.
 enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
 struct FusedLaunchShape {
   int parts = 0;

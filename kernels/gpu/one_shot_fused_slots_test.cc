@@ -344,10 +344,10 @@ TEST(FusedSlotsTest, OneLaunchPaysForFewRowsABlock) {
   EXPECT_FALSE(FusedOneLaunchPays(FusedShapeOf(64, 8192, 132, 2, 608, chunk), 64));    // 2 of 1024
 }
 
-// The policy's form: one thread a chunk for calls of at most 8 rows that
-// one block of at most 512 threads takes whole (rows of 2056-4096 values),
-// and for rows the lane-threads form does not take (2048 values or less,
-// above 8192); the lane-threads form otherwise.
+// The policy's form: one thread a chunk while every block has one token row
+// and the row is one part or the call one row, and for rows the
+// lane-threads form does not take (2048 values or less, above 8192); the
+// lane-threads form otherwise.
 TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   auto form_of = [](int64_t tokens, int64_t hidden) {
     const FusedLaunchShape s = FusedShapeOf(tokens, hidden, 132, 2, 608);
@@ -356,10 +356,12 @@ TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   const auto chunk = FusedRowForm::kChunkThreads;
   const auto lanes = FusedRowForm::kLaneThreads;
   EXPECT_EQ(form_of(1, 4096), chunk);
-  EXPECT_EQ(form_of(8, 4096), chunk);
-  EXPECT_EQ(form_of(9, 4096), lanes);
+  EXPECT_EQ(form_of(66, 4096), chunk);  // 66 blocks of 512 threads: the cap
+  EXPECT_EQ(form_of(67, 4096), lanes);
   EXPECT_EQ(form_of(256, 4096), lanes);
-  EXPECT_EQ(form_of(1, 8192), lanes);  // four parts otherwise: no single block
+  EXPECT_EQ(form_of(1, 8192), chunk);  // four parts
+  EXPECT_EQ(FusedShapeOf(1, 8192, 132, 2, 608).parts, 4);
+  EXPECT_EQ(form_of(2, 8192), lanes);
   EXPECT_EQ(form_of(128, 8192), lanes);
   EXPECT_EQ(form_of(1, 2048), chunk);
   EXPECT_EQ(form_of(64, 2048), chunk);

@@ -242,9 +242,9 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
             FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens),
                                             static_cast<int64_t>(hidden), 64, 2, 608),
                                static_cast<int64_t>(tokens)));
-  // 64 layout blocks: from 9 rows of 4096 values, the lane-threads form's
-  // 64 blocks of 256 threads; a block walks at most kFusedOneLaunchMaxRows
-  // rows by default.
+  // 64 layout blocks: beyond 32 rows of 4096 values (32 blocks of 512
+  // threads), the lane-threads form's 64 blocks of 256 threads; a block
+  // walks at most kFusedOneLaunchMaxRows rows by default.
   r.count = 128 * 4096;
   EXPECT_TRUE(s.FusedOneLaunch(r, Norm(128, 4096)));
   r.count = 129 * 4096;
