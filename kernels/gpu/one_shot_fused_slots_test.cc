@@ -270,15 +270,10 @@ TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
 // values, 512 up to 8192; rows of one lane set or less, or above 8192
 // values, are not its.
 TEST(FusedSlotsTest, LaneThreadsTakeTwoChunksAThread) {
-  EXPECT_EQ(FusedLaneThreads(8), 0);
-  EXPECT_EQ(FusedLaneThreads(2048), 0);
-  EXPECT_EQ(FusedLaneThreads(2056), 256);
-  EXPECT_EQ(FusedLaneThreads(4096), 256);
-  EXPECT_EQ(FusedLaneThreads(4104), 512);
-  EXPECT_EQ(FusedLaneThreads(5120), 512);
-  EXPECT_EQ(FusedLaneThreads(8192), 512);
-  EXPECT_EQ(FusedLaneThreads(8200), 0);  // 768 threads: above kFusedLaneMaxThreads
-  EXPECT_EQ(FusedLaneThreads(16384), 0);
+  // {hidden, threads}; 8200 would need 768 threads, above kFusedLaneMaxThreads.
+  const int64_t cases[][2] = {{8, 0},      {2048, 0},   {2056, 256}, {4096, 256}, {4104, 512},
+                              {5120, 512}, {8192, 512}, {8200, 0},   {16384, 0}};
+  for (const auto& c : cases) EXPECT_EQ(FusedLaneThreads(c[0]), c[1]) << "hidden " << c[0];
 }
 
 // Forced forms: the lane-threads form runs whole rows on one block, one
