@@ -15,8 +15,10 @@
 // [p * 256 / P, (p + 1) * 256 / P) of the reference's sum of squares and all
 // their chunks, so a lane's squares are added in order inside one block
 // (the owner thread, u < 256 / P, adds its chunk's, then those of its
-// helpers u + 256 / P, ... through shared memory). The tree needs every
-// lane: each part stores its lane sums into every other part's inbox (its
+// helpers u + 256 / P, ... through shared memory). In the lane-threads form
+// (one part, two chunks a thread: kChunksPerThread = 2) a block takes whole
+// rows of up to 8192 values with no exchange between blocks. The tree needs
+// every lane: each part stores its lane sums into every other part's inbox (its
 // own rank's buffer, TwoShotLayout::fused_lanes, one inbox per token row
 // and part, so none is reused within a call), and warp 0 of each part reads
 // them (polling, zeroing after the read, like the one-shot slots), runs the
@@ -100,28 +102,30 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
 // root (the first form's warps issued about 1000 instructions each, a third
 // of them integer divisions).
 //
-// kPer = 2 is the lane-threads form (one_shot_fused_slots.h
+// kChunksPerThread = 2 is the lane-threads form (one_shot_fused_slots.h
 // FusedLaneThreads): one part; thread u (lane l = u % 256, m = u / 256)
 // takes chunks l + 256 (2m) and l + 256 (2m + 1) of each row, so a row of
 // 4096 values runs on 256 threads without helpers and one of 8192 on 512.
 // With one part a row's chunk c is the block's local atom i * hidden / 8 +
 // c of row i in both forms, so they lay a call out alike.
-template <WorkFormat kElem, int kWs, int kParts, int kPer>
+template <WorkFormat kElem, int kWs, int kParts, int kChunksPerThread>
 __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedOneShotParams fp) {
-  static_assert(kPer == 1 || kParts == 1, "several chunks a thread: whole rows, one part");
-  static_assert(kPer == 1 || kPer == kFusedLaneChunks, "the forms' chunks a thread");
+  static_assert(kChunksPerThread == 1 || kParts == 1,
+                "several chunks a thread: whole rows, one part");
+  static_assert(kChunksPerThread == 1 || kChunksPerThread == kFusedLaneChunks,
+                "the forms' chunks a thread");
   // Before anything the previous kernel may touch (the counts, the slots).
   platform::WaitForPriorKernels();
   const KernelParams& p = fp.base;
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
-  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  constexpr size_t kChunksPerThreadSource = OneShotMaxBytes(kWs);
   // With one chunk a thread the residual and the weight are loaded with the
   // input and kept in registers. With several (64 registers a thread would
   // spill), the residual's loads are issued after the push (the peers'
   // atoms are still on their way) and the weight goes to shared memory
   // after the push, so that only residual_out's bits stay in registers
   // across the tree.
-  constexpr bool kOneChunk = kPer == 1;
+  constexpr bool kOneChunk = kChunksPerThread == 1;
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
   const FusedBlockMap map(slots, fp.consts, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
@@ -133,7 +137,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   const unsigned groups = gridDim.x / parts;
   const unsigned lane = part * span + t % span;
   // Chunk k of this thread: chunk0 + 256 k.
-  const unsigned chunk0 = lane + kLanes * (t / span) * kPer;
+  const unsigned chunk0 = lane + kLanes * (t / span) * kChunksPerThread;
   const unsigned chunks = static_cast<unsigned>(fp.hidden / kRmsNormChunkElems);
   const unsigned per_row = chunks / parts;  // this block's atoms of a row
   const auto rows = static_cast<unsigned>(FusedGroupTokens(fp.consts, static_cast<int>(group)));
@@ -145,9 +149,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   constexpr size_t kChunkStep = kLanes * 16;
 
   // Loads that do not depend on the phase, in flight across the barrier.
-  Vec16 in[kPer], res[kPer], weight[kPer];
+  Vec16 in[kChunksPerThread], res[kChunksPerThread], weight[kChunksPerThread];
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
+  for (int k = 0; k < kChunksPerThread; ++k) {
     in[k] = res[k] = weight[k] = Vec16{};
     if (!active(k)) continue;
     in[k] = platform::LoadInput16(p.in + first + k * kChunkStep);
@@ -163,12 +167,13 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   __shared__ float lanes[kLanes];
   __shared__ float row_inv;
   __shared__ uint32_t row_ok;
-  // Dynamic (FusedSharedBytes): the helpers' squares [8 kPer][helpers], then
+  // Dynamic (FusedSharedBytes): the helpers' squares [8 kChunksPerThread][helpers], then
   // with several chunks a thread the weight, chunk by chunk.
   extern __shared__ float dynamic_shared[];
   const unsigned helpers = threads - span;
   float* const squares = dynamic_shared;
-  Vec16* const weight_shared = reinterpret_cast<Vec16*>(dynamic_shared + helpers * 8 * kPer);
+  Vec16* const weight_shared =
+      reinterpret_cast<Vec16*>(dynamic_shared + helpers * 8 * kChunksPerThread);
   if (t == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
   // Each area this block uses: its count picks the phase of its rows, and
   // advances (nothing else in this grid touches the area's count).
@@ -193,19 +198,20 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   };
   static_assert(2 * static_cast<uint64_t>(kOneShotRegionBytes) <= (uint64_t{1} << 32),
                 "slot offsets fit 32 bits");
-  uint32_t slot0[kPer];
+  uint32_t slot0[kChunksPerThread];
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) slot0[k] = slot(0, k);
+  for (int k = 0; k < kChunksPerThread; ++k) slot0[k] = slot(0, k);
 
   // Push every row; row 0's wire form stays in `in` for its receive.
   for (unsigned i = 0; i < rows; ++i) {
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;
       const Vec16 w = ToWire(Elem<kElem>::In(
           i == 0 ? in[k] : platform::LoadInput16(p.in + first + i * row_step + k * kChunkStep)));
       if (i == 0) in[k] = w;
-      const size_t to = p.oneshot + (i == 0 ? slot0[k] : slot(i, k)) + p.rank * kPerSource;
+      const size_t to =
+          p.oneshot + (i == 0 ? slot0[k] : slot(i, k)) + p.rank * kChunksPerThreadSource;
 #pragma unroll
       for (int r = 0; r < kWs; ++r) {
         if (r != p.rank) platform::StoreRemote16(p.buffers[r] + to, w);
@@ -214,9 +220,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   }
 
   if (!kOneChunk) {
-    // Read after the first lane barrier.
+    // Each thread reads back only its own chunks' weight: no barrier.
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       if (active(k)) weight_shared[chunk0 + kLanes * k] = weight[k];
     }
   }
@@ -232,18 +238,19 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     // This row's input (as wire; row 0's is kept from the push) and
     // residual, every load first.
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;
-      if (i > 0)
+      if (i > 0) {
         in[k] = ToWire(Elem<kElem>::In(platform::LoadInput16(p.in + off + k * kChunkStep)));
+      }
       if ((i > 0 || !kOneChunk) && fp.residual != nullptr) {
         res[k] = platform::LoadInput16(fp.residual + off + k * kChunkStep);
       }
     }
     // residual_out's bits (0 past the row or after a failed wait).
-    Vec16 out[kPer];
+    Vec16 out[kChunksPerThread];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       out[k] = Vec16{};
       if (!active(k) || !ok) continue;
       // The one-shot all-reduce, bit for bit (one_shot.cu).
@@ -268,7 +275,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     // each helper's (t + span, t + 2 span, ...) through shared memory.
     float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       float x[8];
       Unpack<kBf16>(out[k], x);
 #pragma unroll
@@ -285,7 +292,8 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     if (t < span) {
       for (unsigned u = t; u < helpers; u += span) {
 #pragma unroll
-        for (int e = 0; e < 8 * kPer; ++e) sum = platform::AddRn(sum, squares[e * helpers + u]);
+        for (int e = 0; e < 8 * kChunksPerThread; ++e)
+          sum = platform::AddRn(sum, squares[e * helpers + u]);
       }
       lanes[lane] = sum;
 #pragma unroll
@@ -335,7 +343,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     if (row_ok == 0) ok = false;
     if (!ok) continue;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;
       float x[8], w[8];
       Unpack<kBf16>(out[k], x);
