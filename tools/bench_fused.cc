@@ -252,10 +252,7 @@ int RunFusedSweep(const std::vector<std::string>& args, const char* tool, bool o
       o->world_size,
       one_gpu ? "every rank on GPU 0 (kernel costs, not link measurements)" : "one GPU per rank",
       o->alone ? "mode alone (rank 0's kernels only, SM-side cost; timing variant)" : "mode shared",
-      o->form == kernels::FusedRowForm::kPolicy         ? "policy"
-      : o->form == kernels::FusedRowForm::kChunkThreads ? "chunk"
-                                                        : "lane",
-      o->iters);
+      kernels::FusedRowFormName(o->form), o->iters);
   std::fputs(FusedTableHeader().c_str(), stdout);
   std::string csv = FusedCsvHeader();
   int failures = 0;

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "kernels/geometry.h"
 #include "tools/cli_list.h"
+#include "tools/kernel_cost_options.h"
 
 namespace qr::cost {
 namespace {
@@ -23,14 +24,15 @@ StatusOr<size_t> ParseHidden(const std::string& text) {
 }
 
 StatusOr<bool> ParseAlone(const std::string& text) {
-  if (text == "shared" || text == "alone") return text == "alone";
-  return InvalidArgumentError("'" + text + "' is not one of shared, alone");
+  QR_ASSIGN_OR_RETURN(const CostMode mode, ParseCostMode(text));
+  return mode == CostMode::kAlone;
 }
 
 StatusOr<kernels::FusedRowForm> ParseForm(const std::string& text) {
-  if (text == "policy") return kernels::FusedRowForm::kPolicy;
-  if (text == "chunk") return kernels::FusedRowForm::kChunkThreads;
-  if (text == "lane") return kernels::FusedRowForm::kLaneThreads;
+  for (auto form : {kernels::FusedRowForm::kPolicy, kernels::FusedRowForm::kChunkThreads,
+                    kernels::FusedRowForm::kLaneThreads}) {
+    if (text == kernels::FusedRowFormName(form)) return form;
+  }
   return InvalidArgumentError("'" + text + "' is not one of policy, chunk, lane");
 }
 
@@ -110,13 +112,7 @@ std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {
 }
 
 Status CheckFusedVariant(const FusedCostOptions& o, std::string_view variant) {
-  if (!o.alone || variant == "no_waits" || variant == "bare") return OkStatus();
-  return UnsupportedError(
-      "--mode alone needs a timing variant that skips the waits (no_waits or bare: "
-      ".device/variants/<name>/qr-kernel-cost, staged with QR_STAGE_VARIANTS); this binary is " +
-      (variant.empty() ? std::string("the real kernels")
-                       : "the " + std::string(variant) + " variant") +
-      ", whose rank 0 would wait for peers that are never launched");
+  return CheckAloneVariant(o.alone, variant);
 }
 
 std::string FusedTableHeader() {

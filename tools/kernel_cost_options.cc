@@ -45,12 +45,16 @@ StatusOr<Algorithm> ParseAlgorithm(const std::string& text) {
   return InvalidArgumentError(fmt::format("'{}' is not one of two-shot, one-shot", text));
 }
 
-StatusOr<CostMode> ParseMode(const std::string& text) {
+}  // namespace
+
+StatusOr<CostMode> ParseCostMode(const std::string& text) {
   for (CostMode m : {CostMode::kShared, CostMode::kAlone}) {
     if (text == CostModeName(m)) return m;
   }
   return InvalidArgumentError(fmt::format("'{}' is not one of shared, alone", text));
 }
+
+namespace {
 
 StatusOr<CostLaunch> ParseLaunch(const std::string& text) {
   for (CostLaunch l : kLaunches) {
@@ -79,7 +83,7 @@ void DefineFlags(CLI::App& app, Flags& f) {
       app, "--algorithm", o.algorithm, ParseAlgorithm, "two-shot or one-shot (default two-shot)");
   f.algorithm_opt->type_name("ALGO");
   f.mode_opt = tools::AddParsedOption<CostMode>(
-      app, "--mode", o.mode, ParseMode,
+      app, "--mode", o.mode, ParseCostMode,
       "shared: every rank's kernel; alone: rank 0's only, timing variants no_waits/bare "
       "(default shared)");
   f.mode_opt->type_name("MODE");
@@ -248,7 +252,11 @@ StatusOr<CostOptions> ParseCostArgs(const std::vector<std::string>& args) {
 }
 
 Status CheckVariant(const CostOptions& o, std::string_view variant) {
-  if (o.mode != CostMode::kAlone || variant == "no_waits" || variant == "bare") return OkStatus();
+  return CheckAloneVariant(o.mode == CostMode::kAlone, variant);
+}
+
+Status CheckAloneVariant(bool alone, std::string_view variant) {
+  if (!alone || variant == "no_waits" || variant == "bare") return OkStatus();
   return UnsupportedError(fmt::format(
       "--mode alone needs a timing variant that skips the waits (no_waits or bare: "
       ".device/variants/<name>/qr-kernel-cost, staged with QR_STAGE_VARIANTS); this binary is {}, "

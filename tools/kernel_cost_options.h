@@ -50,6 +50,8 @@ using bench::BenchDType;
 enum class CostMode : int { kShared = 0, kAlone = 1 };
 enum class CostLaunch : int { kEager = 0, kGraph = 1, kEagerThreads = 2, kGraphThreads = 3 };
 const char* CostModeName(CostMode mode);  // "shared", "alone"
+// "shared" or "alone"; kInvalidArgument naming both otherwise.
+[[nodiscard]] StatusOr<CostMode> ParseCostMode(const std::string& text);
 // "eager", "graph", "eager-threads", "graph-threads"
 const char* CostLaunchName(CostLaunch launch);
 // Whether each rank's calls come from a host thread of its own.
@@ -98,6 +100,8 @@ std::string CostUsage();
 // can run the options: alone needs "no_waits" or "bare". kUnsupported
 // saying which binary to use otherwise.
 [[nodiscard]] Status CheckVariant(const CostOptions& o, std::string_view variant);
+// The same rule for any mode that launches rank 0 alone (--fused's too).
+[[nodiscard]] Status CheckAloneVariant(bool alone, std::string_view variant);
 
 }  // namespace qr::cost
 

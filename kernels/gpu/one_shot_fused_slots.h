@@ -297,6 +297,12 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 // slower from two (the lane exchange), and the 1024-thread blocks 3-7 us
 // slower at 64-128 rows.
 enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
+// "policy", "chunk", "lane" (qr-kernel-cost --fused --form takes them).
+inline const char* FusedRowFormName(FusedRowForm form) {
+  return form == FusedRowForm::kChunkThreads  ? "chunk"
+         : form == FusedRowForm::kLaneThreads ? "lane"
+                                              : "policy";
+}
 struct FusedLaunchShape {
   int parts = 0;
   int threads = 0;

@@ -247,23 +247,16 @@ TEST(FusedSlotsTest, LaunchConstantsGiveTheBlocksMapAndRows) {
 // lanes, 256 to 1024 threads. Several parts: rows of whole lane sets,
 // hidden / 8 / parts threads, at most 1024.
 TEST(FusedSlotsTest, BlockThreadsFollowTheRowAndItsParts) {
-  EXPECT_EQ(FusedThreads(8, 1), 256);
-  EXPECT_EQ(FusedThreads(2048, 1), 256);
-  EXPECT_EQ(FusedThreads(2056, 1), 512);
-  EXPECT_EQ(FusedThreads(4096, 1), 512);
-  EXPECT_EQ(FusedThreads(5120, 1), 768);
-  EXPECT_EQ(FusedThreads(8192, 1), 1024);
-  EXPECT_EQ(FusedThreads(16384, 1), 0);
-  EXPECT_EQ(FusedThreads(4096, 2), 256);
-  EXPECT_EQ(FusedThreads(8192, 2), 512);
-  EXPECT_EQ(FusedThreads(8192, 4), 256);
-  EXPECT_EQ(FusedThreads(16384, 2), 1024);
-  EXPECT_EQ(FusedThreads(16384, 8), 256);
-  EXPECT_EQ(FusedThreads(6144, 4), 192);
-  EXPECT_EQ(FusedThreads(2056, 2), 0);  // not whole lane sets
-  EXPECT_EQ(FusedThreads(4096, 3), 0);  // parts: 1, 2, 4 or 8
-  EXPECT_EQ(FusedThreads(65536, 8), 1024);
-  EXPECT_EQ(FusedThreads(131072, 8), 0);
+  // {hidden, parts, threads}; 2056 in two parts is not whole lane sets, and
+  // parts are 1, 2, 4 or 8.
+  const int64_t cases[][3] = {{8, 1, 256},    {2048, 1, 256},  {2056, 1, 512},   {4096, 1, 512},
+                              {5120, 1, 768}, {8192, 1, 1024}, {16384, 1, 0},    {4096, 2, 256},
+                              {8192, 2, 512}, {8192, 4, 256},  {16384, 2, 1024}, {16384, 8, 256},
+                              {6144, 4, 192}, {2056, 2, 0},    {4096, 3, 0},     {65536, 8, 1024},
+                              {131072, 8, 0}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(FusedThreads(c[0], static_cast<int>(c[1])), c[2]) << c[0] << " in " << c[1];
+  }
 }
 
 // The lane-threads form: two chunks a thread, 256 threads up to 4096

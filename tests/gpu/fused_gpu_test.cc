@@ -82,10 +82,7 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
                  std::to_string(hidden) + " layout " + std::to_string(layout) +
                  (one_launch ? "" : " two launches") + (split_rows ? "" : " no split") +
-                 (always ? " one launch always" : "") +
-                 (form == FusedRowForm::kLaneThreads    ? " lane threads"
-                  : form == FusedRowForm::kChunkThreads ? " chunk threads"
-                                                        : ""));
+                 (always ? " one launch always" : "") + " form " + FusedRowFormName(form));
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
