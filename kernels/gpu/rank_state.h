@@ -125,8 +125,14 @@ class RankState {
  private:
   struct Impl;
   explicit RankState(std::unique_ptr<Impl> impl);
+  // The one-launch kernel's shape for `request` + `norm`, or one whose
+  // slots have no grid when LaunchResidualRmsNorm does not run them as one
+  // kernel (computed once a call: the slot fit walks every block).
+  FusedLaunchShape OneLaunchShape(const AllReduceRequest& request,
+                                  const ResidualRmsNormRequest& norm) const;
   [[nodiscard]] Status LaunchFusedOneShot(const AllReduceRequest& request,
                                           const ResidualRmsNormRequest& norm,
+                                          const FusedLaunchShape& shape,
                                           ::qr::gpu::Stream stream) const;
   [[nodiscard]] Status LaunchSplitRows(const AllReduceRequest& request,
                                        const ResidualRmsNormRequest& norm,

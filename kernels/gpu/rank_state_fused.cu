@@ -43,21 +43,28 @@ StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, const FusedLaunchShape& shap
 
 }  // namespace
 
-bool RankState::FusedOneLaunch(const AllReduceRequest& request,
-                               const ResidualRmsNormRequest& norm) const {
+FusedLaunchShape RankState::OneLaunchShape(const AllReduceRequest& request,
+                                           const ResidualRmsNormRequest& norm) const {
   if (!norm.one_launch || request.algorithm != Algorithm::kOneShot || norm.tokens == 0) {
-    return false;
+    return FusedLaunchShape{};
   }
   const FusedLaunchShape shape = ShapeFor(norm, impl_->config.max_blocks, impl_->config.world_size);
-  return norm.one_launch_always ? FusedOneLaunchFits(shape.slots)
-                                : FusedOneLaunchPays(shape, static_cast<int64_t>(norm.tokens));
+  const bool one = norm.one_launch_always
+                       ? FusedOneLaunchFits(shape.slots)
+                       : FusedOneLaunchPays(shape, static_cast<int64_t>(norm.tokens));
+  return one ? shape : FusedLaunchShape{};
+}
+
+bool RankState::FusedOneLaunch(const AllReduceRequest& request,
+                               const ResidualRmsNormRequest& norm) const {
+  return FusedOneLaunchFits(OneLaunchShape(request, norm).slots);
 }
 
 Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
                                      const ResidualRmsNormRequest& norm,
+                                     const FusedLaunchShape& shape,
                                      ::qr::gpu::Stream stream) const {
   const RankConfig& c = impl_->config;
-  const FusedLaunchShape shape = ShapeFor(norm, c.max_blocks, c.world_size);
   const FusedSlots& slots = shape.slots;
   if (slots.stride != impl_->params.oneshot_blocks) {
     return InternalError("fused one-shot: slot stride differs from the one-shot kernel's");
@@ -119,7 +126,10 @@ Status RankState::LaunchResidualRmsNorm(const AllReduceRequest& request,
   }
   QR_RETURN_IF_ERROR(ValidateResidualRmsNorm(norm));
   QR_RETURN_IF_ERROR(ValidateAllReduceRequest(request, impl_->config.world_size));
-  if (FusedOneLaunch(request, norm)) return LaunchFusedOneShot(request, norm, stream);
+  if (const FusedLaunchShape shape = OneLaunchShape(request, norm);
+      FusedOneLaunchFits(shape.slots)) {
+    return LaunchFusedOneShot(request, norm, shape, stream);
+  }
   // Before the all-reduce: loading the epilogue after it could wait for it
   // (LoadResidualRmsNormEpilogue says why).
   QR_RETURN_IF_ERROR(LoadResidualRmsNormEpilogue());
