@@ -115,12 +115,13 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotAllGatherKernel(Kernel
   bool ok = OneShotGate<kWs>(p, mine, atoms, stride);
   for (size_t a = first; a < atoms && ok; a += stride) {
     const size_t at = static_cast<size_t>(GatherChunkByteOffset(static_cast<int64_t>(a)));
+    const PeerAtoms<kWs> peers = LoadPeerAtoms<kWs>(p, mine, a * 16);
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       if (s == p.rank || !ok) continue;  // not break: the loop must stay unrollable
       char* src = mine + s * kPerSource + a * 16;
-      Vec16 v;
-      ok = Receive(src, v, p);
+      Vec16 v = PeerAtomOfRank(peers, s, p.rank);
+      ok = Await(src, v, p);
       platform::StoreRemote16(src, Vec16{});
       if (!ok) continue;
       const uint32_t lo = GatherValueOfWire(v.w[0]) | (GatherValueOfWire(v.w[1]) << 16);

@@ -42,11 +42,11 @@ QR_DEVICE_INLINE Vec16 FromWire(const Vec16& v) {
 // that window only delays noticing it; longer waits pause as before.
 inline constexpr uint32_t kOneShotSpinPolls = 32;
 
-// Polls *src until the atom arrived. False when the wait gives up. The
-// timing variants that skip waits take whatever is there (wrong results), so
-// that one rank's kernel can be timed alone (tools/kernel_cost_options.h).
-QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) {
-  v = platform::LoadShared16(src);
+// Polls *src until the atom arrived, starting from v, an earlier load of
+// it. False when the wait gives up. The timing variants that skip waits
+// take whatever is there (wrong results), so that one rank's kernel can be
+// timed alone (tools/kernel_cost_options.h).
+QR_DEVICE_INLINE bool Await(const char* src, Vec16& v, const KernelParams& p) {
   if (kVariantSkipsWaits || Arrived(v)) return true;
   const uint64_t start = platform::WallClock();
   uint32_t spins = 0;
@@ -56,6 +56,40 @@ QR_DEVICE_INLINE bool Receive(const char* src, Vec16& v, const KernelParams& p) 
     if ((++spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
     if (spins > kOneShotSpinPolls) platform::PollPause();
   }
+}
+
+// The first loads of every peer's atom of one slot, issued together before
+// any is looked at: each is a round trip to L2 or over the link, and with
+// the arrival check right after each load they ran one after another, ws -
+// 1 round trips an atom (rank 0's one-shot all-reduce of 1 x 4096 fp16
+// values alone at world size 8 on one H200: 3.34 us, 2.55 with the loads
+// together; docs/performance.md). v[i] is rank i's atom for i below this
+// rank, rank i + 1's from there on (PeerAtomOfRank).
+template <int kWs>
+struct PeerAtoms {
+  Vec16 v[kWs - 1];
+};
+
+// Peer s's entry of a PeerAtoms (s != p.rank). With s a constant (an
+// unrolled loop) the index is one of two constants, so the atoms stay in
+// registers.
+template <int kWs>
+QR_DEVICE_INLINE Vec16 PeerAtomOfRank(const PeerAtoms<kWs>& a, int s, int rank) {
+  return s < rank ? a.v[s < kWs - 1 ? s : kWs - 2] : a.v[s > 0 ? s - 1 : 0];
+}
+
+// `mine`: this rank's region at the call's phase; off: the atom's offset in
+// each source's part of it.
+template <int kWs>
+QR_DEVICE_INLINE PeerAtoms<kWs> LoadPeerAtoms(const KernelParams& p, const char* mine, size_t off) {
+  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  PeerAtoms<kWs> a;
+#pragma unroll
+  for (int i = 0; i < kWs - 1; ++i) {
+    const int s = i < p.rank ? i : i + 1;
+    a.v[i] = platform::LoadShared16(mine + s * kPerSource + off);
+  }
+  return a;
 }
 
 // A block's start in the kernels whose block b owns slot rows b, b + S, ...
@@ -119,12 +153,13 @@ QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   __shared__ uint32_t gate_ok;
   if (threadIdx.x == 0) {
-    const size_t gate = LastAtomOfBlock(atoms, stride);
+    const size_t gate = LastAtomOfBlock(atoms, stride) * 16;
+    const PeerAtoms<kWs> last = LoadPeerAtoms<kWs>(p, mine, gate);
     bool arrived = true;
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
-      Vec16 v;
-      if (s != p.rank && arrived) arrived = Receive(mine + s * kPerSource + gate * 16, v, p);
+      Vec16 v = PeerAtomOfRank(last, s, p.rank);
+      if (s != p.rank && arrived) arrived = Await(mine + s * kPerSource + gate, v, p);
     }
     gate_ok = arrived ? 1u : 0u;
   }
@@ -136,14 +171,18 @@ QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_
 // ReduceOneShot): this rank's own atom `own_wire` (its wire form, as a peer
 // sees it: ToWire of the work-dtype bits) and every peer's wire atom at
 // mine + s * OneShotMaxBytes(ws) + off (`mine`: this rank's region at the
-// call's phase), each polled until it arrived and zeroed right after it was
-// read, summed in fp32 in rank order 0..ws-1 and rounded once into *out.
-// False when a wait gave up (the sticky error is set; *out is untouched).
-template <WorkFormat kElem, int kWs>
+// call's phase), each polled until it arrived and zeroed right after it
+// was read, summed in fp32 in rank order 0..ws-1 and rounded once into
+// *out. False when a wait gave up (the sticky error is set; *out is
+// untouched). kPeersFirst: every peer's first load is issued before any
+// wait (LoadPeerAtoms), at the cost of ws - 1 atoms of registers; without
+// it each peer's load waits for the previous peer's atom.
+template <WorkFormat kElem, int kWs, bool kPeersFirst = true>
 QR_DEVICE_INLINE bool ReceiveSumWire(const KernelParams& p, char* mine, size_t off,
                                      const Vec16& own_wire, Vec16& out) {
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
   constexpr size_t kPerSource = OneShotMaxBytes(kWs);
+  const PeerAtoms<kWs> peers = kPeersFirst ? LoadPeerAtoms<kWs>(p, mine, off) : PeerAtoms<kWs>{};
   const Vec16 own = FromWire(own_wire);
   bool ok = true;
   float acc[8];
@@ -153,7 +192,8 @@ QR_DEVICE_INLINE bool ReceiveSumWire(const KernelParams& p, char* mine, size_t o
     Vec16 v = own;
     if (s != p.rank) {
       char* src = mine + s * kPerSource + off;
-      ok = Receive(src, v, p);
+      v = kPeersFirst ? PeerAtomOfRank(peers, s, p.rank) : platform::LoadShared16(src);
+      ok = Await(src, v, p);
       platform::StoreRemote16(src, Vec16{});
       // A timing variant that skips the waits (rank 0 timed alone) finds
       // empty slots, whose NaNs would send the conversions and the fused

@@ -33,6 +33,7 @@
 #include "kernels/gpu/one_shot_device.cuh"
 #include "kernels/gpu/one_shot_fused.cuh"
 #include "kernels/gpu/one_shot_fused_slots.h"
+#include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/launch.cuh"
 #include "kernels/rmsnorm_lanes.h"
@@ -98,9 +99,10 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
 // blocks, the budget FusedMaxGrid sizes the grid for. Dynamic shared memory:
 // the squares of the part's helper threads (FusedSharedBytes). Divisions
 // of the slot map are done once a block, a row's slot once a row, the wire
-// form once, and only warp 0 runs the tree, the division and the square
-// root (the first form's warps issued about 1000 instructions each, a third
-// of them integer divisions).
+// form once, and the tree, the division and the square root run on one
+// warp, or on every warp at once where a row is one part (the first form's
+// warps issued about 1000 instructions each, a third of them integer
+// divisions).
 //
 // kChunksPerThread = 2 is the lane-threads form (one_shot_fused_slots.h
 // FusedLaneThreads): one part; thread u (lane l = u % 256, m = u / 256)
@@ -164,7 +166,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 
   __shared__ uint32_t gave_up;
   __shared__ unsigned char parity[kFusedMaxAreas];
-  __shared__ float lanes[kLanes];
+  // With one part a row every warp runs the tree and the inverse itself
+  // (no inbox to poll): no barrier after them, 0.03-0.2 us less than warp
+  // 0 alone with the others waiting (one H200, docs/performance.md). The
+  // lane sums then take two buffers by row parity, since no barrier keeps
+  // row i + 1 from writing what a slower warp still reads of row i.
+  constexpr bool kTreeEveryWarp = kParts == 1;
+  constexpr int kLaneBuffers = kTreeEveryWarp ? 2 : 1;
+  __shared__ float lane_sums[kLaneBuffers * kLanes];
   __shared__ float row_inv;
   __shared__ uint32_t row_ok;
   // Dynamic (FusedSharedBytes): the helpers' squares [8 kChunksPerThread][helpers], then
@@ -174,7 +183,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   float* const squares = dynamic_shared;
   Vec16* const weight_shared =
       reinterpret_cast<Vec16*>(dynamic_shared + helpers * 8 * kChunksPerThread);
-  if (t == 0) gave_up = platform::AtomicLoadRelaxedSystem(p.dev_error);
+  // The sticky error word and the counts are read together: storing the
+  // word to shared memory before the counts' loop made it two round trips.
+  uint32_t error = kGpuErrorNone;
+  if (t == 0) error = platform::AtomicLoadRelaxedSystem(p.dev_error);
   // Each area this block uses: its count picks the phase of its rows, and
   // advances (nothing else in this grid touches the area's count).
   const unsigned used_areas =
@@ -185,6 +197,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     *count = c + 1;
     parity[m] = static_cast<unsigned char>(c & 1u);
   }
+  if (t == 0) gave_up = error;
   __syncthreads();
   if (gave_up != kGpuErrorNone) return;
 
@@ -230,11 +243,11 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   char* const mine = p.buffers[p.rank] + p.oneshot;
   // Token row r's inbox of part q: 256 words at lane_words + (r * P + q) * 256.
   uint32_t* const lane_words = reinterpret_cast<uint32_t*>(p.buffers[p.rank] + fp.lanes);
-  const float hidden = static_cast<float>(fp.hidden);  // round to nearest, as the host
   bool ok = true;
   for (unsigned i = 0; i < rows; ++i) {
     const size_t off = first + i * row_step;
     const size_t token = group + static_cast<size_t>(i) * groups;
+    float* const lanes = lane_sums + (kLaneBuffers == 2 ? (i & 1u) * kLanes : 0);
     // This row's input (as wire; row 0's is kept from the push) and
     // residual, every load first.
 #pragma unroll
@@ -253,9 +266,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     for (int k = 0; k < kChunksPerThread; ++k) {
       out[k] = Vec16{};
       if (!active(k) || !ok) continue;
-      // The one-shot all-reduce, bit for bit (one_shot.cu).
+      // The one-shot all-reduce, bit for bit (one_shot.cu). One peer's
+      // atom in flight at a time: with 64 registers a thread, every peer's
+      // at once spilled at world sizes 4 and 8 (ptxas), and at 2 both
+      // chunks' at once (the lane-threads form) spilled and ran 0.3-0.5 us
+      // slower at 2-16 x 8192.
       Vec16 sum;
-      ok = ReceiveSumWire<kElem, kWs>(p, mine, i == 0 ? slot0[k] : slot(i, k), in[k], sum);
+      ok = ReceiveSumWire<kElem, kWs, /*kPeersFirst=*/false>(
+          p, mine, i == 0 ? slot0[k] : slot(i, k), in[k], sum);
       if (!ok) continue;
       // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
       if (fp.residual != nullptr) {
@@ -305,42 +323,53 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       }
     }
     __syncthreads();
-    if (t < kWarp) {
-      // This part's lane sums from shared memory, the other parts' from the
-      // inbox: every load issued before any wait.
-      uint32_t* const inbox = lane_words + (token * parts + part) * kLanes;
+    float inv;
+    if (kTreeEveryWarp) {
+      // LaneTree leaves the root in lane 0.
       const unsigned i0 = t % kWarp;
-      uint32_t raw[kTreePer];  // a lane sum's bits, or its inbox word's first load
-#pragma unroll
-      for (int k = 0; k < kTreePer; ++k) {
-        const unsigned j = i0 + k * kWarp;
-        raw[k] = j / span == part ? __float_as_uint(lanes[j]) : platform::LoadShared32(inbox + j);
-      }
-      bool got = true;
       float v[kTreePer];
 #pragma unroll
-      for (int k = 0; k < kTreePer; ++k) {
-        const unsigned j = i0 + k * kWarp;
-        v[k] = 0.0f;
-        if (j / span == part) {
-          v[k] = __uint_as_float(raw[k]);
-        } else if (got) {
-          got = ReceiveLane(inbox + j, raw[k], v[k], p);
+      for (int k = 0; k < kTreePer; ++k) v[k] = lanes[i0 + k * kWarp];
+      const float root =
+          __uint_as_float(platform::ShuffleU32(__float_as_uint(LaneTree(v)), 0, kWarp));
+      inv = RmsNormInverseOf(root, fp.hidden, fp.eps);
+    } else {
+      if (t < kWarp) {
+        // This part's lane sums from shared memory, the other parts' from
+        // the inbox: every load issued before any wait.
+        uint32_t* const inbox = lane_words + (token * parts + part) * kLanes;
+        const unsigned i0 = t % kWarp;
+        uint32_t raw[kTreePer];  // a lane sum's bits, or its inbox word's first load
+#pragma unroll
+        for (int k = 0; k < kTreePer; ++k) {
+          const unsigned j = i0 + k * kWarp;
+          raw[k] = j / span == part ? __float_as_uint(lanes[j]) : platform::LoadShared32(inbox + j);
+        }
+        bool got = true;
+        float v[kTreePer];
+#pragma unroll
+        for (int k = 0; k < kTreePer; ++k) {
+          const unsigned j = i0 + k * kWarp;
+          v[k] = 0.0f;
+          if (j / span == part) {
+            v[k] = __uint_as_float(raw[k]);
+          } else if (got) {
+            got = ReceiveLane(inbox + j, raw[k], v[k], p);
+          }
+        }
+        const float root = LaneTree(v);
+        got = platform::WarpAll(got);
+        if (t == 0) {
+          row_inv = RmsNormInverseOf(root, fp.hidden, fp.eps);
+          row_ok = got ? 1u : 0u;
         }
       }
-      const float root = LaneTree(v);
-      got = platform::WarpAll(got);
-      if (t == 0) {
-        const float mean = platform::DivRn(root, hidden);
-        row_inv = platform::DivRn(1.0f, platform::SqrtRn(platform::AddRn(mean, fp.eps)));
-        row_ok = got ? 1u : 0u;
-      }
+      // The tree has read the lanes and the inverse is written: the next
+      // row may write the lanes and squares again.
+      __syncthreads();
+      inv = row_inv;
+      if (row_ok == 0) ok = false;
     }
-    // The tree has read the lanes and the inverse is written: the next row
-    // may write the lanes and squares again.
-    __syncthreads();
-    const float inv = row_inv;
-    if (row_ok == 0) ok = false;
     if (!ok) continue;
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {

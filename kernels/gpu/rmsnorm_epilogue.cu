@@ -9,6 +9,7 @@
 
 #include "common/status_macros.h"
 #include "kernels/gpu/rmsnorm_epilogue.h"
+#include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
 #include "kernels/platform/gpu_status.h"
 #include "kernels/platform/launch.cuh"
@@ -42,7 +43,6 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
   platform::WaitForPriorKernels();
   __shared__ float lanes[kLanes];
   const size_t chunks = p.hidden / kRmsNormChunkElems;
-  const float hidden = static_cast<float>(p.hidden);  // round to nearest, as the host
   for (size_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
     const size_t row = t * p.hidden * 2;
     // Lane threadIdx.x: its chunks in increasing order, each value's square
@@ -73,8 +73,7 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
         lanes[threadIdx.x] = platform::AddRn(lanes[threadIdx.x], lanes[threadIdx.x + s]);
       __syncthreads();
     }
-    const float mean = platform::DivRn(lanes[0], hidden);
-    const float inv = platform::DivRn(1.0f, platform::SqrtRn(platform::AddRn(mean, p.eps)));
+    const float inv = gpu::RmsNormInverseOf(lanes[0], p.hidden, p.eps);
     __syncthreads();  // everyone has read lanes[0] before the next row writes it
     for (size_t c = threadIdx.x; c < chunks; c += kLanes) {
       const size_t off = row + c * 16;
