@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Registers and spills of every kernel in the given .cu files, as ptxas
-# reports them for the CUDA build (the nvcc flags of bazel/gpu.bzl plus
-# -Xptxas -v). Runs HERE, where nvcc and Bazel are; no GPU needed.
+# reports them for the CUDA build: Bazel's own compile command for each
+# file (bazel aquery, so the flags stay bazel/gpu.bzl's) with -Xptxas -v
+# added and the object written aside. Runs HERE, where nvcc and Bazel are;
+# no GPU needed.
 #   tools/gpu/ptxas_report.sh kernels/gpu/one_shot_fused.cu kernels/gpu/one_shot.cu
 # Prints "<registers> regs <bytes> spill stores  <kernel>" a line. The fused
 # kernel is bounded to 64 registers a thread (its __launch_bounds__); a
@@ -10,18 +12,31 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 (($# > 0)) || { echo "usage: $0 FILE.cu..." >&2; exit 2; }
-# The HIP overlay headers are generated: build them once.
+# The generated HIP overlay headers the commands include.
 ./bazelw build -c opt //kernels/gpu:two_shot_device >/dev/null 2>&1
 root=$(./bazelw info -c opt execution_root 2>/dev/null)
-bin=$(./bazelw info -c opt bazel-bin 2>/dev/null)
+actions=$(mktemp)
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$actions"' EXIT
+./bazelw aquery -c opt 'mnemonic("NvccCompile", //...)' --output=jsonproto 2>/dev/null >"$actions"
 for f in "$@"; do
   echo "== $f"
-  TMPDIR="$tmp" /usr/local/cuda/bin/nvcc -x cu -diag-suppress=20012 --expt-relaxed-constexpr \
-    -gencode=arch=compute_90,code=sm_90 -std=c++17 -O3 -I . -I "$bin" -I "$root/external/cuda" \
-    -isystem bazel/hip/overlay -isystem "$bin/bazel/hip/overlay" -isystem "$root/external/cuda/include" \
-    -Xptxas -v -c "$f" -o "$tmp/out.o" 2>&1 |
+  # The nvcc argv of the action compiling f, one argument a line.
+  python3 - "$actions" "$f" "$tmp/out.o" >"$tmp/argv" <<'PY'
+import json, sys
+actions, src, out = sys.argv[1:]
+for a in json.load(open(actions)).get("actions", []):
+    args = a["arguments"]
+    if src in args:
+        args = args[next(i for i, x in enumerate(args) if x.endswith("nvcc")):]
+        args[args.index("-o") + 1] = out
+        print("\n".join(args + ["-Xptxas", "-v"]))
+        break
+else:
+    sys.exit("no Bazel compile action for " + src)
+PY
+  mapfile -t argv <"$tmp/argv"
+  (cd "$root" && TMPDIR="$tmp" "${argv[@]}" 2>&1) |
     awk '/Compiling entry function/ { split($0, q, "\047"); name = q[2] }
          /spill stores/ { spill = $5 }
          /Used [0-9]+ registers/ && name != "" {
