@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kOneShotThreads) OneShotAllGatherKernel(Kernel
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       if (s == p.rank || !ok) continue;  // not break: the loop must stay unrollable
-      char* src = mine + s * kPerSource + a * 16;
+      char* src = SourceAtom<kWs>(mine, s, a * 16);
       Vec16 v = PeerAtomOfRank(peers, s, p.rank);
       ok = Await(src, v, p);
       platform::StoreRemote16(src, Vec16{});

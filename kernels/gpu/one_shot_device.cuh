@@ -58,6 +58,13 @@ QR_DEVICE_INLINE bool Await(const char* src, Vec16& v, const KernelParams& p) {
   }
 }
 
+// Source s's atom at byte `off` of its part of `mine`, this rank's one-shot
+// region at the call's phase: the sources' parts follow each other.
+template <int kWs, typename Byte>
+QR_DEVICE_INLINE Byte* SourceAtom(Byte* mine, int s, size_t off) {
+  return mine + s * static_cast<size_t>(OneShotMaxBytes(kWs)) + off;
+}
+
 // The first loads of every peer's atom of one slot, issued together before
 // any is looked at: each is a round trip to L2 or over the link, and with
 // the arrival check right after each load they ran one after another, ws -
@@ -82,12 +89,11 @@ QR_DEVICE_INLINE Vec16 PeerAtomOfRank(const PeerAtoms<kWs>& a, int s, int rank) 
 // each source's part of it.
 template <int kWs>
 QR_DEVICE_INLINE PeerAtoms<kWs> LoadPeerAtoms(const KernelParams& p, const char* mine, size_t off) {
-  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   PeerAtoms<kWs> a;
 #pragma unroll
   for (int i = 0; i < kWs - 1; ++i) {
     const int s = i < p.rank ? i : i + 1;
-    a.v[i] = platform::LoadShared16(mine + s * kPerSource + off);
+    a.v[i] = platform::LoadShared16(SourceAtom<kWs>(mine, s, off));
   }
   return a;
 }
@@ -150,7 +156,6 @@ template <int kWs>
 QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_t atoms,
                                   size_t stride) {
   if (gridDim.x <= kOneShotGateBlocks) return true;  // the same on every thread
-  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
   __shared__ uint32_t gate_ok;
   if (threadIdx.x == 0) {
     const size_t gate = LastAtomOfBlock(atoms, stride) * 16;
@@ -159,7 +164,7 @@ QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_
 #pragma unroll
     for (int s = 0; s < kWs; ++s) {
       Vec16 v = PeerAtomOfRank(last, s, p.rank);
-      if (s != p.rank && arrived) arrived = Await(mine + s * kPerSource + gate, v, p);
+      if (s != p.rank && arrived) arrived = Await(SourceAtom<kWs>(mine, s, gate), v, p);
     }
     gate_ok = arrived ? 1u : 0u;
   }
@@ -174,25 +179,40 @@ QR_DEVICE_INLINE bool OneShotGate(const KernelParams& p, const char* mine, size_
 // call's phase), each polled until it arrived and zeroed right after it
 // was read, summed in fp32 in rank order 0..ws-1 and rounded once into
 // *out. False when a wait gave up (the sticky error is set; *out is
-// untouched). kPeersFirst: every peer's first load is issued before any
-// wait (LoadPeerAtoms), at the cost of ws - 1 atoms of registers; without
-// it each peer's load waits for the previous peer's atom.
-template <WorkFormat kElem, int kWs, bool kPeersFirst = true>
+// untouched).
+//
+// kGroup: the ranks whose atoms are loaded together, each group's loads
+// issued before any of them is waited for (LoadPeerAtoms says why), at the
+// cost of a group's atoms of registers. kWs (the default): every peer at
+// once, one round trip, ws - 1 atoms; 1: each peer's load waits for the
+// previous peer's atom, ws - 1 round trips; between: ranks [g kGroup, (g +
+// 1) kGroup), ceil(ws / kGroup) round trips.
+template <WorkFormat kElem, int kWs, int kGroup = kWs>
 QR_DEVICE_INLINE bool ReceiveSumWire(const KernelParams& p, char* mine, size_t off,
                                      const Vec16& own_wire, Vec16& out) {
   constexpr bool kBf16 = Elem<kElem>::kMathBf16;
-  constexpr size_t kPerSource = OneShotMaxBytes(kWs);
-  const PeerAtoms<kWs> peers = kPeersFirst ? LoadPeerAtoms<kWs>(p, mine, off) : PeerAtoms<kWs>{};
+  static_assert(kGroup >= 1 && kGroup <= kWs && kWs % kGroup == 0, "whole groups of ranks");
+  constexpr bool kAll = kGroup == kWs;
+  const PeerAtoms<kWs> peers = kAll ? LoadPeerAtoms<kWs>(p, mine, off) : PeerAtoms<kWs>{};
   const Vec16 own = FromWire(own_wire);
   bool ok = true;
   float acc[8];
+  Vec16 group[kGroup];
 #pragma unroll
   for (int s = 0; s < kWs; ++s) {
     if (!ok) continue;  // not break: the loop must stay unrollable
+    if (!kAll && kGroup > 1 && s % kGroup == 0) {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        if (s + j != p.rank) group[j] = platform::LoadShared16(SourceAtom<kWs>(mine, s + j, off));
+      }
+    }
     Vec16 v = own;
     if (s != p.rank) {
-      char* src = mine + s * kPerSource + off;
-      v = kPeersFirst ? PeerAtomOfRank(peers, s, p.rank) : platform::LoadShared16(src);
+      char* src = SourceAtom<kWs>(mine, s, off);
+      v = kAll         ? PeerAtomOfRank(peers, s, p.rank)
+          : kGroup > 1 ? group[s % kGroup]
+                       : platform::LoadShared16(src);
       ok = Await(src, v, p);
       platform::StoreRemote16(src, Vec16{});
       // A timing variant that skips the waits (rank 0 timed alone) finds

@@ -95,6 +95,20 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
   return root;
 }
 
+// The ranks whose atoms a thread loads together in its receive
+// (ReceiveSumWire's kGroup), under the 64-register bound below. Measured on
+// one H200 (ranks sharing it, and rank 0 alone; docs/performance.md "Peers'
+// loads in groups"): at world size 4 all four at once (ptxas: no spills in
+// bf16, 4-20 bytes in fp16) took 0.2-0.8 us off every cell against one at a
+// time; at 8 the one-chunk form is 0.15-0.25 us faster in groups of four
+// (4-44 bytes of spills) than all at once (20-64), while the lane-threads
+// form, whose two chunks each wait, gains most from all at once (1 us at
+// 1-16 x 4096, though it spills 80-164 bytes). World size 2 has one peer.
+constexpr int FusedPeerGroup(int ws, int chunks_per_thread) {
+  if (ws == 8) return chunks_per_thread == 1 ? 4 : 8;
+  return ws == 4 ? 4 : 1;
+}
+
 // At most 64 registers a thread: a multiprocessor holds 1024 / blockDim.x
 // blocks, the budget FusedMaxGrid sizes the grid for. Dynamic shared memory:
 // the squares of the part's helper threads (FusedSharedBytes). Divisions
@@ -128,6 +142,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   // after the push, so that only residual_out's bits stay in registers
   // across the tree.
   constexpr bool kOneChunk = kChunksPerThread == 1;
+  constexpr int kGroup = FusedPeerGroup(kWs, kChunksPerThread);
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
   const FusedBlockMap map(slots, fp.consts, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
@@ -266,14 +281,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     for (int k = 0; k < kChunksPerThread; ++k) {
       out[k] = Vec16{};
       if (!active(k) || !ok) continue;
-      // The one-shot all-reduce, bit for bit (one_shot.cu). One peer's
-      // atom in flight at a time: with 64 registers a thread, every peer's
-      // at once spilled at world sizes 4 and 8 (ptxas), and at 2 both
-      // chunks' at once (the lane-threads form) spilled and ran 0.3-0.5 us
-      // slower at 2-16 x 8192.
+      // The one-shot all-reduce, bit for bit (one_shot.cu), the
+      // atoms of kGroup ranks at a time.
       Vec16 sum;
-      ok = ReceiveSumWire<kElem, kWs, /*kPeersFirst=*/false>(
-          p, mine, i == 0 ? slot0[k] : slot(i, k), in[k], sum);
+      ok = ReceiveSumWire<kElem, kWs, kGroup>(p, mine, i == 0 ? slot0[k] : slot(i, k), in[k], sum);
       if (!ok) continue;
       // The epilogue (rmsnorm_epilogue.cu), from the reduced bits.
       if (fp.residual != nullptr) {

@@ -357,6 +357,27 @@ TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   EXPECT_EQ(form_of(40, 16384), chunk);
 }
 
+// From world size 4 the policy splits rows of 8192 values into parts for
+// any number of token rows while every row group keeps one row; at 2 only
+// a single token row is split.
+TEST(FusedSlotsTest, PolicySplitsRowsFromWorldSizeFour) {
+  auto shape_of = [](int64_t tokens, int ws) { return FusedShapeOf(tokens, 8192, 132, ws, 608); };
+  EXPECT_EQ(shape_of(2, 2).chunks_per_thread, kFusedLaneChunks);
+  for (int ws : {4, 8}) {
+    for (int64_t tokens : {1, 2, 8, 33}) {  // 33 rows x 4 parts = 132 blocks
+      const FusedLaunchShape s = shape_of(tokens, ws);
+      EXPECT_EQ(s.chunks_per_thread, 1) << ws << " " << tokens;
+      EXPECT_EQ(s.parts, 4) << ws << " " << tokens;
+      EXPECT_EQ(s.slots.grid, tokens * 4) << ws << " " << tokens;
+    }
+    // 34 rows would need 136 blocks: rows are walked, by the lane form.
+    EXPECT_EQ(shape_of(34, ws).chunks_per_thread, kFusedLaneChunks) << ws;
+  }
+  // Rows of one part keep the one-part form at every world size.
+  EXPECT_EQ(FusedShapeOf(2, 4096, 132, 8, 608).parts, 1);
+  EXPECT_EQ(FusedShapeOf(2, 4096, 132, 8, 608).chunks_per_thread, 1);
+}
+
 // The one-thread-a-chunk form splits a row while every row group then has
 // one row, else takes the fewest parts; the grid is whole row groups.
 TEST(FusedSlotsTest, ChunkFormSplitsShortCallsOnly) {
