@@ -54,24 +54,40 @@ QR_DEVICE_INLINE uint32_t LaneToWire(float v) {
   return ~(b == 0xFFFFFFFFu ? 0xFFFFFFFEu : b);
 }
 
-// Waits for an inbox word whose first load gave w (polling again while it
-// is zero), zeroes it and decodes the lane sum. False when the wait gave
-// up (the sticky error is set). The timing variants that skip the waits on
-// peers wait here too: the word comes from another part of this rank's
-// own grid, so rank 0 timed alone still pays the exchange between parts
-// (skipping it left the exchange out of split rows' alone cost).
-QR_DEVICE_INLINE bool ReceiveLane(uint32_t* word, uint32_t w, float& v, const KernelParams& p) {
-  if (w == 0) {
+// Waits for the inbox words of a tree thread's lanes that come from the
+// row's other parts (theirs[k]: word i0 + k W, whose first load is raw[k]),
+// polling again for every word still zero at once (one round trip a poll;
+// polling them one after the other cost a round trip a word), then zeroes
+// them. False when the wait gave up (the sticky error is set). The timing
+// variants that skip the waits on peers wait here too: the words come from
+// other parts of this rank's own grid, so rank 0 timed alone still pays the
+// exchange between parts (skipping it left the exchange out of split rows'
+// alone cost).
+template <int kN>
+QR_DEVICE_INLINE bool ReceiveLanes(uint32_t* inbox, unsigned i0, const bool (&theirs)[kN],
+                                   uint32_t (&raw)[kN], const KernelParams& p) {
+  auto missing = [&] {
+    bool m = false;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) m = m || (theirs[k] && raw[k] == 0);
+    return m;
+  };
+  if (missing()) {
     const uint64_t start = platform::WallClock();
     for (uint32_t spins = 1;; ++spins) {
-      w = platform::LoadShared32(word);
-      if (w != 0) break;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        if (theirs[k] && raw[k] == 0) raw[k] = platform::LoadShared32(inbox + i0 + k * kWarp);
+      }
+      if (!missing()) break;
       if ((spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
       if (spins > kOneShotSpinPolls) platform::PollPause();
     }
   }
-  platform::StoreRemote32(word, 0);
-  v = __uint_as_float(~w);
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    if (theirs[k]) platform::StoreRemote32(inbox + i0 + k * kWarp, 0);
+  }
   return true;
 }
 
@@ -352,23 +368,17 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
         uint32_t* const inbox = lane_words + (token * parts + part) * kLanes;
         const unsigned i0 = t % kWarp;
         uint32_t raw[kTreePer];  // a lane sum's bits, or its inbox word's first load
+        bool theirs[kTreePer];
 #pragma unroll
         for (int k = 0; k < kTreePer; ++k) {
           const unsigned j = i0 + k * kWarp;
-          raw[k] = j / span == part ? __float_as_uint(lanes[j]) : platform::LoadShared32(inbox + j);
+          theirs[k] = j / span != part;
+          raw[k] = theirs[k] ? platform::LoadShared32(inbox + j) : __float_as_uint(lanes[j]);
         }
-        bool got = true;
+        bool got = ReceiveLanes(inbox, i0, theirs, raw, p);
         float v[kTreePer];
 #pragma unroll
-        for (int k = 0; k < kTreePer; ++k) {
-          const unsigned j = i0 + k * kWarp;
-          v[k] = 0.0f;
-          if (j / span == part) {
-            v[k] = __uint_as_float(raw[k]);
-          } else if (got) {
-            got = ReceiveLane(inbox + j, raw[k], v[k], p);
-          }
-        }
+        for (int k = 0; k < kTreePer; ++k) v[k] = __uint_as_float(theirs[k] ? ~raw[k] : raw[k]);
         const float root = LaneTree(v);
         got = platform::WarpAll(got);
         if (t == 0) {
