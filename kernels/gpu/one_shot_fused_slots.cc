@@ -42,9 +42,8 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
       split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
       (split == 1 || tokens * split <= kFusedLaneInboxes);
   if (form == FusedRowForm::kPolicy) {
-    const bool chunks = one_row_each && (split == 1 || tokens == 1 || ws >= kFusedSplitRowsFromWs);
-    form = chunks || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
-                                                   : FusedRowForm::kLaneThreads;
+    form = one_row_each || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
+                                                         : FusedRowForm::kLaneThreads;
   }
   if (form == FusedRowForm::kLaneThreads) {
     shape.threads = FusedLaneThreads(hidden);

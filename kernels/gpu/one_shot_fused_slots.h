@@ -285,25 +285,19 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 // over parts or walked by blocks of up to 1024 threads (above). kLaneThreads:
 // one block a row, two chunks a thread (FusedLaneThreads, above).
 // kPolicy: the measured choice: one thread a chunk while every row group then
-// has one token row and either the row is one part (no lane exchange between
-// blocks: rows up to 4096 values), the call is one token row (its parts spread
-// it over multiprocessors) or the world size is at least kFusedSplitRowsFromWs;
-// the lane-threads form where it takes the row otherwise. Measured on one H200
-// (ws 2, both ranks sharing it, graph, fp16; docs/performance.md "Two chunks a
-// thread"): at 4096 values one block of 512 threads a row was 0.25-0.5 us
-// faster than the lane form's 256 threads up to 64 rows, and 1.5-3 us slower at
-// 128-256 (its blocks walk two rows there, the grid being capped); at 8192 four
-// parts of 256 threads were 0.6 us faster at one row and 0.1-0.6 us slower from
-// two (the lane exchange), and the 1024-thread blocks 3-7 us slower at 64-128
-// rows. From world size kFusedSplitRowsFromWs split rows win from two token
-// rows on too: the lane-threads form's two chunks wait one after the other,
-// each for ws - 1 peers' atoms. One H200, fp16 (docs/performance.md "Peers'
-// loads in groups"): at ws 4 four parts took 6.3 / 6.8 us at 2 / 8 x 8192 with
-// the ranks sharing the GPU against 6.6 / 7.2 for the lane form (3.8 / 4.0
-// against 5.4 / 5.6 for rank 0 alone, which skips every wait, the lane
-// exchange's too); at ws 8 8.2 / 10.2 against 10.7 / 11.0 shared. At 16 x 8192,
-// ws 4, with four ranks' 64 blocks on the one GPU, they lost 0.1-0.5 us shared.
-inline constexpr int kFusedSplitRowsFromWs = 4;
+// has one token row (rows of more than 4096 values split into parts,
+// FusedRowParts); the lane-threads form where it takes the row otherwise.
+// Measured on one H200 (graph; docs/performance.md "Two chunks a thread" and
+// "Peers' loads in groups"): at 4096 values one block of 512 threads a row was
+// 0.25-0.5 us faster than the lane form's 256 threads up to 64 rows, and 1.5-3
+// us slower at 128-256 (its blocks walk two rows there, the grid being capped);
+// the 1024-thread blocks that walk rows of 8192 were 3-7 us slower at 64-128
+// rows. Split rows of 8192 won from two token rows once a part's warp 0 polled
+// the other parts' lane words at once (ReceiveLanes): ws 2, fp16, both ranks
+// sharing the GPU, 4.44 / 4.94 / 5.06 us at 2 / 8 / 16 rows against the lane
+// form's 5.0 / 5.1 / 5.2 (5.50 against 5.41 at 32), rank 0 alone 0.3-0.7 us
+// faster at 1-32 rows; ws 4 and 8 by more (the lane form's two chunks each wait
+// for ws - 1 peers, one chunk after the other).
 enum class FusedRowForm { kPolicy, kChunkThreads, kLaneThreads };
 // "policy", "chunk", "lane" (qr-kernel-cost --fused --form takes them).
 inline const char* FusedRowFormName(FusedRowForm form) {

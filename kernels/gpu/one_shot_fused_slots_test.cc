@@ -333,9 +333,8 @@ TEST(FusedSlotsTest, OneLaunchPaysForFewRowsABlock) {
 }
 
 // The policy's form: one thread a chunk while every block has one token row
-// and the row is one part or the call one row, and for rows the
-// lane-threads form does not take (2048 values or less, above 8192); the
-// lane-threads form otherwise.
+// (whole or in parts), and for rows the lane-threads form does not take
+// (2048 values or less, above 8192); the lane-threads form otherwise.
 TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   auto form_of = [](int64_t tokens, int64_t hidden) {
     const FusedLaunchShape s = FusedShapeOf(tokens, hidden, 132, 2, 608);
@@ -349,7 +348,9 @@ TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   EXPECT_EQ(form_of(256, 4096), lanes);
   EXPECT_EQ(form_of(1, 8192), chunk);  // four parts
   EXPECT_EQ(FusedShapeOf(1, 8192, 132, 2, 608).parts, 4);
-  EXPECT_EQ(form_of(2, 8192), lanes);
+  EXPECT_EQ(form_of(2, 8192), chunk);   // eight blocks of 256 threads
+  EXPECT_EQ(form_of(33, 8192), chunk);  // 132 blocks: the cap
+  EXPECT_EQ(form_of(34, 8192), lanes);
   EXPECT_EQ(form_of(128, 8192), lanes);
   EXPECT_EQ(form_of(1, 2048), chunk);
   EXPECT_EQ(form_of(64, 2048), chunk);
@@ -357,13 +358,12 @@ TEST(FusedSlotsTest, PolicyPicksTheFormByRowsAndLength) {
   EXPECT_EQ(form_of(40, 16384), chunk);
 }
 
-// From world size 4 the policy splits rows of 8192 values into parts for
-// any number of token rows while every row group keeps one row; at 2 only
-// a single token row is split.
-TEST(FusedSlotsTest, PolicySplitsRowsFromWorldSizeFour) {
+// At every world size the policy splits rows of 8192 values into parts for
+// any number of token rows while every row group keeps one row, and walks
+// longer calls' rows with the lane-threads form.
+TEST(FusedSlotsTest, PolicySplitsRowsWhileEveryGroupHasOneRow) {
   auto shape_of = [](int64_t tokens, int ws) { return FusedShapeOf(tokens, 8192, 132, ws, 608); };
-  EXPECT_EQ(shape_of(2, 2).chunks_per_thread, kFusedLaneChunks);
-  for (int ws : {4, 8}) {
+  for (int ws : {2, 4, 8}) {
     for (int64_t tokens : {1, 2, 8, 33}) {  // 33 rows x 4 parts = 132 blocks
       const FusedLaunchShape s = shape_of(tokens, ws);
       EXPECT_EQ(s.chunks_per_thread, 1) << ws << " " << tokens;
