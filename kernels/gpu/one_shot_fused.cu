@@ -118,7 +118,8 @@ QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
 // loads in groups"): at world size 4 all four at once (ptxas: no spills in
 // bf16, 4-20 bytes in fp16) took 0.2-0.8 us off every cell against one at a
 // time; at 8 the one-chunk form is 0.15-0.25 us faster in groups of four
-// (4-44 bytes of spills) than all at once (20-64), while the lane-threads
+// (4-44 bytes of spills, 36-60 in the parts kernels since ReceiveLanes)
+// than all at once (20-64), while the lane-threads
 // form, whose two chunks each wait, gains most from all at once (1 us at
 // 1-16 x 4096, though it spills 80-164 bytes). World size 2 has one peer.
 constexpr int FusedPeerGroup(int ws, int chunks_per_thread) {
