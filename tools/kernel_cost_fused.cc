@@ -72,7 +72,7 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
   if (o.alone && o.two_shot) {
     return InvalidArgumentError("--mode alone: --two-shot's row-split form is timed shared only");
   }
-  o.gemm = !no_gemm && !o.alone;
+  o.gemm = !no_gemm;
   if (o.tokens.empty()) o.tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   if (o.hiddens.empty()) o.hiddens = {4096, 8192};
   if (o.dtypes.empty()) o.dtypes = {bench::BenchDType::kFp16, bench::BenchDType::kBf16};
@@ -93,7 +93,8 @@ std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
          ", graph-captured; then after a stand-in GEMM, with and without\n"
          "  programmatic dependent launch. --two-shot: every cell two-shot (fused is then the\n"
          "  row-split form where the tokens split over the ranks). --mode alone: rank 0's\n"
-         "  kernels only, their SM-side cost (a no_waits or bare variant's binary; no GEMM).\n"
+         "  kernels only, their SM-side cost (a no_waits or bare variant's binary; with the\n"
+         "  GEMM, programmatic launch without peers on the GPU).\n"
          "  --form: the one-launch kernel's threads, a thread a chunk or a thread a lane.\n";
 }
 

@@ -54,7 +54,8 @@ struct FusedCostOptions {
   bool two_shot = false;   // every cell two-shot (the row-split form's cells)
   // --mode alone: only rank 0 is launched, its SM-side cost (the issue's
   // "all-reduce alone + 1 us" goal); needs a binary of a timing variant that
-  // skips the waits (no_waits or bare), and times no GEMM.
+  // skips the waits (no_waits or bare). Its GEMM variants time the
+  // programmatic launch's gain with no peer's kernels on the GPU.
   bool alone = false;
   // --form: the one-launch kernel's thread layout in the fused and fused1
   // columns (ResidualRmsNormRequest::form).

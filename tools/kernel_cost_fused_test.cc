@@ -62,8 +62,9 @@ TEST(KernelCostFusedTest, TwoShotMakesEveryCellTwoShot) {
   EXPECT_EQ(PlanFusedCells(*o)[0].algorithm, Algorithm::kOneShot);
 }
 
-// --mode alone times rank 0's kernels only: no GEMM, no row-split form, and
-// only a binary whose kernels skip the waits can run it.
+// --mode alone times rank 0's kernels only (its GEMM variants too: the
+// programmatic launch's gain without peers sharing the GPU), no row-split
+// form, and only a binary whose kernels skip the waits can run it.
 TEST(KernelCostFusedTest, AloneModeAndFormFlags) {
   auto o = ParseFusedCostArgs({});
   ASSERT_OK(o.status());
@@ -73,7 +74,8 @@ TEST(KernelCostFusedTest, AloneModeAndFormFlags) {
   o = ParseFusedCostArgs({"--mode", "alone", "--form", "lane"});
   ASSERT_OK(o.status());
   EXPECT_TRUE(o->alone);
-  EXPECT_FALSE(o->gemm);
+  EXPECT_TRUE(o->gemm);
+  EXPECT_FALSE(ParseFusedCostArgs({"--mode", "alone", "--no-gemm"})->gemm);
   EXPECT_EQ(o->form, kernels::FusedRowForm::kLaneThreads);
   EXPECT_OK(CheckFusedVariant(*o, "no_waits"));
   EXPECT_OK(CheckFusedVariant(*o, "bare"));
