@@ -30,6 +30,7 @@
 // same-index block of each peer, as in the plain kernel.
 #include <hip/hip_runtime.h>
 
+#include "kernels/gpu/fused_lanes.cuh"
 #include "kernels/gpu/one_shot_device.cuh"
 #include "kernels/gpu/one_shot_fused.cuh"
 #include "kernels/gpu/one_shot_fused_slots.h"
@@ -44,73 +45,7 @@ namespace {
 constexpr int kLanes = kRmsNormLanes;
 constexpr int kWarp = platform::kWarpSize;
 static_assert(kFusedMaxThreads % kLanes == 0, "thread t is lane t % 256 of the sum of squares");
-static_assert(kLanes % kWarp == 0, "a warp's lanes cover the tree's lower levels");
 static_assert(kFusedSlotRowAtoms == kOneShotThreads, "a slot row is the one-shot kernel's row");
-
-// A lane sum between the parts of a row: NOT of its bits, never zero (the
-// all-ones NaN becomes another NaN first), so zero marks an empty word.
-QR_DEVICE_INLINE uint32_t LaneToWire(float v) {
-  const uint32_t b = __float_as_uint(v);
-  return ~(b == 0xFFFFFFFFu ? 0xFFFFFFFEu : b);
-}
-
-// Waits for the inbox words of a tree thread's lanes that come from the
-// row's other parts (theirs[k]: word i0 + k W, whose first load is raw[k]),
-// polling again for every word still zero at once (one round trip a poll;
-// polling them one after the other cost a round trip a word), then zeroes
-// them. False when the wait gave up (the sticky error is set). The timing
-// variants that skip the waits on peers wait here too: the words come from
-// other parts of this rank's own grid, so rank 0 timed alone still pays the
-// exchange between parts (skipping it left the exchange out of split rows'
-// alone cost).
-template <int kN>
-QR_DEVICE_INLINE bool ReceiveLanes(uint32_t* inbox, unsigned i0, const bool (&theirs)[kN],
-                                   uint32_t (&raw)[kN], const KernelParams& p) {
-  auto missing = [&] {
-    bool m = false;
-#pragma unroll
-    for (int k = 0; k < kN; ++k) m = m || (theirs[k] && raw[k] == 0);
-    return m;
-  };
-  if (missing()) {
-    const uint64_t start = platform::WallClock();
-    for (uint32_t spins = 1;; ++spins) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        if (theirs[k] && raw[k] == 0) raw[k] = platform::LoadShared32(inbox + i0 + k * kWarp);
-      }
-      if (!missing()) break;
-      if ((spins & 63u) == 0 && ShouldGiveUp(start, p)) return false;
-      if (spins > kOneShotSpinPolls) platform::PollPause();
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    if (theirs[k]) platform::StoreRemote32(inbox + i0 + k * kWarp, 0);
-  }
-  return true;
-}
-
-// The reference's pairwise tree over the 256 lane sums (lanes[j] +=
-// lanes[j + s] for j < s, s = 128 .. 1), computed by one warp whose lane i
-// holds v[k] = lane sum i + k W: the levels s >= W add registers, the levels
-// below take lane i + s by a shuffle. Lane 0 returns the root.
-constexpr int kTreePer = kLanes / kWarp;
-QR_DEVICE_INLINE float LaneTree(float (&v)[kTreePer]) {
-  const int i = static_cast<int>(threadIdx.x) % kWarp;
-#pragma unroll
-  for (int n = kTreePer / 2; n >= 1; n /= 2) {
-#pragma unroll
-    for (int k = 0; k < n; ++k) v[k] = platform::AddRn(v[k], v[k + n]);
-  }
-  float root = v[0];
-#pragma unroll
-  for (int s = kWarp / 2; s >= 1; s /= 2) {
-    const float other = __uint_as_float(platform::ShuffleU32(__float_as_uint(root), i + s, kWarp));
-    root = platform::AddRn(root, other);
-  }
-  return root;
-}
 
 // The ranks whose atoms a thread loads together in its receive
 // (ReceiveSumWire's kGroup), under the 64-register bound below. Measured on
@@ -356,9 +291,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     if (kTreeEveryWarp) {
       // LaneTree leaves the root in lane 0.
       const unsigned i0 = t % kWarp;
-      float v[kTreePer];
+      float v[kLaneTreePer];
 #pragma unroll
-      for (int k = 0; k < kTreePer; ++k) v[k] = lanes[i0 + k * kWarp];
+      for (int k = 0; k < kLaneTreePer; ++k) v[k] = lanes[i0 + k * kWarp];
       const float root =
           __uint_as_float(platform::ShuffleU32(__float_as_uint(LaneTree(v)), 0, kWarp));
       inv = RmsNormInverseOf(root, fp.hidden, fp.eps);
@@ -368,18 +303,18 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
         // the inbox: every load issued before any wait.
         uint32_t* const inbox = lane_words + (token * parts + part) * kLanes;
         const unsigned i0 = t % kWarp;
-        uint32_t raw[kTreePer];  // a lane sum's bits, or its inbox word's first load
-        bool theirs[kTreePer];
+        uint32_t raw[kLaneTreePer];  // a lane sum's bits, or its inbox word's first load
+        bool theirs[kLaneTreePer];
 #pragma unroll
-        for (int k = 0; k < kTreePer; ++k) {
+        for (int k = 0; k < kLaneTreePer; ++k) {
           const unsigned j = i0 + k * kWarp;
           theirs[k] = j / span != part;
           raw[k] = theirs[k] ? platform::LoadShared32(inbox + j) : __float_as_uint(lanes[j]);
         }
         bool got = ReceiveLanes(inbox, i0, theirs, raw, p);
-        float v[kTreePer];
+        float v[kLaneTreePer];
 #pragma unroll
-        for (int k = 0; k < kTreePer; ++k) v[k] = __uint_as_float(theirs[k] ? ~raw[k] : raw[k]);
+        for (int k = 0; k < kLaneTreePer; ++k) v[k] = __uint_as_float(theirs[k] ? ~raw[k] : raw[k]);
         const float root = LaneTree(v);
         got = platform::WarpAll(got);
         if (t == 0) {
