@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,11 +69,11 @@ class FusedRunner {
       QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer w, gpu::DeviceBuffer::Malloc(max_hidden * 2));
       QR_RETURN_IF_ERROR(gpu::Memset(w.get(), 0x3C, max_hidden * 2));
       w_.push_back(std::move(w));
-      QR_ASSIGN_OR_RETURN(gpu::ScopedEvent s, gpu::ScopedEvent::Create());
-      QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e, gpu::ScopedEvent::Create());
-      start_.push_back(std::move(s));
-      stop_.push_back(std::move(e));
     }
+    std::vector<int> devices;
+    for (int r = 0; r < o_.world_size; ++r) devices.push_back(group_->device(r));
+    QR_ASSIGN_OR_RETURN(bench::GraphTimer timer, bench::GraphTimer::Create(std::move(devices)));
+    timer_.emplace(std::move(timer));
     return OkStatus();
   }
 
@@ -170,58 +171,19 @@ class FusedRunner {
     for (int r = 0; r < ws; ++r) {
       if (group_->error(r) != kernels::kGpuErrorNone) return InternalError("a kernel gave up");
     }
-    std::vector<int> devices;
-    for (int r = 0; r < ws; ++r) devices.push_back(group_->device(r));
     // Rank 0 alone runs a variant that skips the waits: its peers' slots and
     // inboxes keep what it left, never the empty marks a real call needs.
-    bench::Graphs graphs(devices);
-    for (int r = 0; r < ws; ++r) {
-      QR_RETURN_IF_ERROR(bench::CaptureRank(
-          r, group_->stream(r), /*thread_local_mode=*/false,
-          [&]() -> Status {
-            for (int i = 0; i < o_.iters; ++i) QR_RETURN_IF_ERROR(Enqueue(r, cell, v));
-            return OkStatus();
-          },
-          &graphs));
-    }
     std::vector<void*> streams;
     for (int r = 0; r < ws; ++r) streams.push_back(group_->stream(r));
-    std::vector<double> samples;
-    for (int rep = 0; rep < o_.reps + 1; ++rep) {  // the first is a warm-up
-      QR_RETURN_IF_ERROR(group_->Synchronize());
-      // Ranks on one GPU: from the earliest start to the latest stop. Ranks
-      // on their own GPUs: rank 0's stream (events of different GPUs cannot
-      // be compared; rank 0's last call ends after every rank contributed).
-      const int timed = one_gpu_ ? ws : 1;
-      for (int r = 0; r < timed; ++r) {
-        QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
-        QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), streams[r]));
-      }
-      QR_RETURN_IF_ERROR(graphs.LaunchAll(streams));
-      for (int r = 0; r < timed; ++r) {
-        QR_RETURN_IF_ERROR(gpu::SetDevice(group_->device(r)));
-        QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), streams[r]));
-      }
-      double first = 0, last = 0;
-      for (int r = 0; r < timed; ++r) {
-        QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_[r].get()));
-        QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
-        QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
-        first = std::min(first, static_cast<double>(s));
-        last = std::max(last, static_cast<double>(e));
-      }
-      if (rep > 0) samples.push_back((last - first) * 1000.0 / o_.iters);
-    }
-    QR_RETURN_IF_ERROR(group_->Synchronize());
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
+    return timer_->TimeUs(streams, one_gpu_ ? ws : 1, o_.iters, o_.reps,
+                          [&](int r) { return Enqueue(r, cell, v); });
   }
 
   const FusedCostOptions& o_;
   const bool one_gpu_;
   std::unique_ptr<LocalGroup> group_;
   std::vector<gpu::DeviceBuffer> in_, res_, ro_, no_, w_;
-  std::vector<gpu::ScopedEvent> start_, stop_;
+  std::optional<bench::GraphTimer> timer_;
 };
 
 }  // namespace

@@ -91,6 +91,75 @@ Status CaptureRank(int rank, void* stream, bool thread_local_mode,
   return OkStatus();
 }
 
+StatusOr<GraphTimer> GraphTimer::Create(std::vector<int> devices) {
+  std::vector<gpu::ScopedEvent> start, stop;
+  for (int device : devices) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(device));
+    QR_ASSIGN_OR_RETURN(gpu::ScopedEvent s, gpu::ScopedEvent::Create());
+    QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e, gpu::ScopedEvent::Create());
+    start.push_back(std::move(s));
+    stop.push_back(std::move(e));
+  }
+  return GraphTimer(std::move(devices), std::move(start), std::move(stop));
+}
+
+namespace {
+
+// SyncAll with rank r on GPU devices[r].
+Status SyncRanks(const std::vector<void*>& streams, const std::vector<int>& devices) {
+  for (size_t r = 0; r < streams.size(); ++r) {
+    QR_RETURN_IF_ERROR(gpu::SetDevice(devices[r]));
+    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams[r]));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<double> GraphTimer::TimeUs(const std::vector<void*>& streams, int timed, int iters,
+                                    int reps, const std::function<Status(int rank)>& enqueue) {
+  const int ranks = static_cast<int>(streams.size());
+  if (ranks == 0 || ranks > static_cast<int>(devices_.size()) || timed < 1 || timed > ranks ||
+      iters < 1 || reps < 1) {
+    return InvalidArgumentError("GraphTimer: bad ranks, timed ranks, iterations or repetitions");
+  }
+  Graphs graphs(std::vector<int>(devices_.begin(), devices_.begin() + ranks));
+  for (int r = 0; r < ranks; ++r) {
+    QR_RETURN_IF_ERROR(CaptureRank(
+        r, streams[r], /*thread_local_mode=*/false,
+        [&]() -> Status {
+          for (int i = 0; i < iters; ++i) QR_RETURN_IF_ERROR(enqueue(r));
+          return OkStatus();
+        },
+        &graphs));
+  }
+  std::vector<double> samples;
+  for (int rep = 0; rep < reps + 1; ++rep) {
+    QR_RETURN_IF_ERROR(SyncRanks(streams, devices_));
+    for (int r = 0; r < timed; ++r) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(devices_[r]));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), streams[r]));
+    }
+    QR_RETURN_IF_ERROR(graphs.LaunchAll(streams));
+    for (int r = 0; r < timed; ++r) {
+      QR_RETURN_IF_ERROR(gpu::SetDevice(devices_[r]));
+      QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), streams[r]));
+    }
+    double first = 0, last = 0;
+    for (int r = 0; r < timed; ++r) {
+      QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_[r].get()));
+      QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
+      QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
+      first = std::min(first, static_cast<double>(s));
+      last = std::max(last, static_cast<double>(e));
+    }
+    if (rep > 0) samples.push_back((last - first) * 1000.0 / iters);
+  }
+  QR_RETURN_IF_ERROR(SyncRanks(streams, devices_));
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
 // A 16 MiB pattern of xorshift64 bits, tiled.
 Status FillInputs(DeviceBuffers& b, size_t bytes, const std::vector<int>& rank_devices) {
   const size_t pat_elems = 8u << 20;

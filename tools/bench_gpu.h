@@ -71,6 +71,31 @@ struct Graphs {
 [[nodiscard]] Status CaptureRank(int rank, void* stream, bool thread_local_mode,
                                  const std::function<Status()>& enqueue, Graphs* graphs);
 
+// Graph replays timed with a pair of events a rank (qr-kernel-cost's
+// collectives and fused sweeps, qr-bench --fused).
+class GraphTimer {
+ public:
+  // Events for ranks 0 .. devices.size() - 1, rank r's on GPU devices[r].
+  [[nodiscard]] static StatusOr<GraphTimer> Create(std::vector<int> devices);
+
+  // Captures `iters` calls of enqueue(r) on each rank r < streams.size()
+  // into a graph of its own, replays them all reps + 1 times (the first a
+  // warm-up) and returns the median microseconds a call of the span from
+  // the earliest start to the latest stop over ranks 0 .. timed - 1: every
+  // rank where they share a GPU, rank 0 alone with a GPU a rank (events of
+  // different GPUs cannot be compared; its last call ends after every rank
+  // contributed). Every stream is idle on return.
+  [[nodiscard]] StatusOr<double> TimeUs(const std::vector<void*>& streams, int timed, int iters,
+                                        int reps, const std::function<Status(int rank)>& enqueue);
+
+ private:
+  GraphTimer(std::vector<int> devices, std::vector<gpu::ScopedEvent> start,
+             std::vector<gpu::ScopedEvent> stop)
+      : devices_(std::move(devices)), start_(std::move(start)), stop_(std::move(stop)) {}
+  std::vector<int> devices_;
+  std::vector<gpu::ScopedEvent> start_, stop_;
+};
+
 // One input and one output buffer per rank (on the rank's GPU).
 struct DeviceBuffers {
   std::vector<gpu::DeviceBuffer> in, out;

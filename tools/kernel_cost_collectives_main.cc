@@ -38,11 +38,10 @@ class CollectiveRunner {
         QR_RETURN_IF_ERROR(gpu::Memset(b.get(), 0x3C, bytes));
         v->push_back(std::move(b));
       }
-      QR_ASSIGN_OR_RETURN(gpu::ScopedEvent s, gpu::ScopedEvent::Create());
-      QR_ASSIGN_OR_RETURN(gpu::ScopedEvent e, gpu::ScopedEvent::Create());
-      start_.push_back(std::move(s));
-      stop_.push_back(std::move(e));
     }
+    QR_ASSIGN_OR_RETURN(bench::GraphTimer timer, bench::GraphTimer::Create(std::vector<int>(
+                                                     static_cast<size_t>(o_.world_size), 0)));
+    timer_.emplace(std::move(timer));
     return OkStatus();
   }
 
@@ -79,48 +78,21 @@ class CollectiveRunner {
     for (int r = 0; r < ws; ++r) {
       if (group_->error(r) != kernels::kGpuErrorNone) return InternalError("a kernel gave up");
     }
-    bench::Graphs graphs(std::vector<int>(static_cast<size_t>(ws), 0));
-    for (int r = 0; r < ws; ++r) {
-      QR_RETURN_IF_ERROR(bench::CaptureRank(
-          r, group_->stream(r), /*thread_local_mode=*/false,
-          [&]() -> Status {
-            for (int i = 0; i < o_.iters; ++i) QR_RETURN_IF_ERROR(Enqueue(r, cell, kind));
-            return OkStatus();
-          },
-          &graphs));
-    }
     std::vector<void*> streams;
     for (int r = 0; r < ws; ++r) streams.push_back(group_->stream(r));
-    std::vector<double> samples;
-    for (int rep = 0; rep < o_.reps + 1; ++rep) {  // the first is a warm-up
-      QR_RETURN_IF_ERROR(group_->Synchronize());
-      for (int r = 0; r < ws; ++r) {
-        QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), streams[r]));
-      }
-      QR_RETURN_IF_ERROR(graphs.LaunchAll(streams));
-      for (int r = 0; r < ws; ++r) QR_RETURN_IF_ERROR(gpu::EventRecord(stop_[r].get(), streams[r]));
-      double first = 0, last = 0;
-      for (int r = 0; r < ws; ++r) {
-        QR_RETURN_IF_ERROR(gpu::EventSynchronize(stop_[r].get()));
-        QR_ASSIGN_OR_RETURN(float s, gpu::EventElapsedMs(start_[0].get(), start_[r].get()));
-        QR_ASSIGN_OR_RETURN(float e, gpu::EventElapsedMs(start_[0].get(), stop_[r].get()));
-        first = std::min(first, static_cast<double>(s));
-        last = std::max(last, static_cast<double>(e));
-      }
-      if (rep > 0) samples.push_back((last - first) * 1000.0 / o_.iters);
-    }
-    QR_RETURN_IF_ERROR(group_->Synchronize());
+    QR_ASSIGN_OR_RETURN(const double us,
+                        timer_->TimeUs(streams, /*timed=*/ws, o_.iters, o_.reps,
+                                       [&](int r) { return Enqueue(r, cell, kind); }));
     for (int r = 0; r < ws; ++r) {
       if (group_->error(r) != kernels::kGpuErrorNone) return InternalError("a kernel gave up");
     }
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
+    return us;
   }
 
   const CollectiveCostOptions& o_;
   std::unique_ptr<LocalGroup> group_;
   std::vector<gpu::DeviceBuffer> in_, out_;
-  std::vector<gpu::ScopedEvent> start_, stop_;
+  std::optional<bench::GraphTimer> timer_;
 };
 
 }  // namespace
