@@ -10,9 +10,9 @@
 
 namespace qr::bench {
 
-Status SyncAll(const std::vector<void*>& streams) {
+Status SyncAll(const std::vector<void*>& streams, const std::vector<int>& devices) {
   for (size_t r = 0; r < streams.size(); ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(static_cast<int>(r)));
+    QR_RETURN_IF_ERROR(gpu::SetDevice(RankDevice(devices, static_cast<int>(r))));
     QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams[r]));
   }
   return OkStatus();
@@ -103,19 +103,6 @@ StatusOr<GraphTimer> GraphTimer::Create(std::vector<int> devices) {
   return GraphTimer(std::move(devices), std::move(start), std::move(stop));
 }
 
-namespace {
-
-// SyncAll with rank r on GPU devices[r].
-Status SyncRanks(const std::vector<void*>& streams, const std::vector<int>& devices) {
-  for (size_t r = 0; r < streams.size(); ++r) {
-    QR_RETURN_IF_ERROR(gpu::SetDevice(devices[r]));
-    QR_RETURN_IF_ERROR(gpu::StreamSynchronize(streams[r]));
-  }
-  return OkStatus();
-}
-
-}  // namespace
-
 StatusOr<double> GraphTimer::TimeUs(const std::vector<void*>& streams, int timed, int iters,
                                     int reps, const std::function<Status(int rank)>& enqueue) {
   const int ranks = static_cast<int>(streams.size());
@@ -135,7 +122,7 @@ StatusOr<double> GraphTimer::TimeUs(const std::vector<void*>& streams, int timed
   }
   std::vector<double> samples;
   for (int rep = 0; rep < reps + 1; ++rep) {
-    QR_RETURN_IF_ERROR(SyncRanks(streams, devices_));
+    QR_RETURN_IF_ERROR(SyncAll(streams, devices_));
     for (int r = 0; r < timed; ++r) {
       QR_RETURN_IF_ERROR(gpu::SetDevice(devices_[r]));
       QR_RETURN_IF_ERROR(gpu::EventRecord(start_[r].get(), streams[r]));
@@ -155,7 +142,7 @@ StatusOr<double> GraphTimer::TimeUs(const std::vector<void*>& streams, int timed
     }
     if (rep > 0) samples.push_back((last - first) * 1000.0 / iters);
   }
-  QR_RETURN_IF_ERROR(SyncRanks(streams, devices_));
+  QR_RETURN_IF_ERROR(SyncAll(streams, devices_));
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }

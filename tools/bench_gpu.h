@@ -18,8 +18,9 @@
 
 namespace qr::bench {
 
-// Waits for every rank's stream.
-[[nodiscard]] Status SyncAll(const std::vector<void*>& streams);
+// Waits for every rank's stream, rank r's on GPU RankDevice(devices, r).
+[[nodiscard]] Status SyncAll(const std::vector<void*>& streams,
+                             const std::vector<int>& devices = {});
 
 // Events on rank 0's stream around whatever enqueue() puts on every stream.
 class Stopwatch {

@@ -219,9 +219,10 @@ QR_HOST_DEVICE inline int FusedLaneThreads(int64_t hidden) {
 // with one token row, one multiprocessor issuing every instruction of a row
 // of 8192 values was most of the kernel's time, and four parts of 256
 // threads took 4.7 us against 5.4; a row of 4096 values split in two took
-// 4.4 against 4.05 on one block of 512 threads, the lane exchange between
-// parts (about 1 us) costing more than it saves there. 0 when no split
-// takes the row.
+// 4.4 against 4.05 on one block of 512 threads, and still 3.80 against 3.76
+// once the lane words were polled at once ("where the SM-side cost goes"):
+// the exchange through L2 costs what two multiprocessors save. 0 when no
+// split takes the row.
 inline constexpr int kFusedSplitAbove = 512;
 QR_HOST_DEVICE inline int FusedRowParts(int64_t hidden) {
   const int whole = FusedThreads(hidden, 1);
