@@ -18,11 +18,15 @@
 // helpers u + 256 / P, ... through shared memory). In the lane-threads form
 // (one part, two chunks a thread: kChunksPerThread = 2) a block takes whole
 // rows of up to 8192 values with no exchange between blocks. The tree needs
-// every lane: each part stores its lane sums into every other part's inbox (its
-// own rank's buffer, TwoShotLayout::fused_lanes, one inbox per token row
-// and part, so none is reused within a call), and warp 0 of each part reads
-// them (polling, zeroing after the read, like the one-shot slots), runs the
-// reference's pairwise tree and the inverse. So a row of 8192 values runs
+// every lane. Where the platform has thread block clusters (NVIDIA,
+// platform/cluster.cuh), a row's parts are one cluster: each part stores
+// its lane sums into every part's shared memory, a cluster barrier, and
+// every warp runs the reference's pairwise tree and the inverse. Elsewhere
+// each part stores them into every other part's inbox (its own rank's
+// buffer, TwoShotLayout::fused_lanes, one inbox per token row and part, so
+// none is reused within a call), and warp 0 of each part reads them
+// (polling, zeroing after the read, like the one-shot slots) and runs the
+// tree. So a row of 8192 values runs
 // on 4 multiprocessors instead of one (with one token row, one block's
 // multiprocessor issuing all of a row's instructions was most of the
 // kernel's time). Every part is in the same grid, resident at once
@@ -36,6 +40,7 @@
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
+#include "kernels/platform/cluster.cuh"
 #include "kernels/platform/launch.cuh"
 #include "kernels/rmsnorm_lanes.h"
 
@@ -46,6 +51,7 @@ constexpr int kLanes = kRmsNormLanes;
 constexpr int kWarp = platform::kWarpSize;
 static_assert(kFusedMaxThreads % kLanes == 0, "thread t is lane t % 256 of the sum of squares");
 static_assert(kFusedSlotRowAtoms == kOneShotThreads, "a slot row is the one-shot kernel's row");
+static_assert(kFusedMaxParts <= platform::kMaxPortableCluster, "a row's parts are one cluster");
 
 // The ranks whose atoms a thread loads together in its receive
 // (ReceiveSumWire's kGroup), under the 64-register bound below. Measured on
@@ -96,6 +102,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   // across the tree.
   constexpr bool kOneChunk = kChunksPerThread == 1;
   constexpr int kGroup = FusedPeerGroup(kWs, kChunksPerThread);
+  // A row's parts run as one cluster where the platform has them, and
+  // store their lane sums into each other's shared memory; elsewhere into
+  // each part's inbox in this rank's buffer, which warp 0 polls.
+  constexpr bool kCluster = platform::kBlockClusters && kParts > 1;
   const FusedSlots slots{fp.slot_rows, p.oneshot_blocks, static_cast<int>(gridDim.x), kParts};
   const FusedBlockMap map(slots, fp.consts, static_cast<int>(blockIdx.x));
   const unsigned threads = blockDim.x;
@@ -134,12 +144,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
 
   __shared__ uint32_t gave_up;
   __shared__ unsigned char parity[kFusedMaxAreas];
-  // With one part a row every warp runs the tree and the inverse itself
-  // (no inbox to poll): no barrier after them, 0.03-0.2 us less than warp
-  // 0 alone with the others waiting (one H200, docs/performance.md). The
-  // lane sums then take two buffers by row parity, since no barrier keeps
-  // row i + 1 from writing what a slower warp still reads of row i.
-  constexpr bool kTreeEveryWarp = kParts == 1;
+  // With one part a row, or a cluster's, every warp runs the tree and the
+  // inverse itself (no inbox to poll): no barrier after them, 0.03-0.2 us
+  // less than warp 0 alone with the others waiting (one H200,
+  // docs/performance.md). The lane sums then take two buffers by row
+  // parity, since no barrier keeps row i + 1 from writing what a slower
+  // warp (of any block of the cluster) still reads of row i; row i + 2
+  // writes only after every thread arrived at row i + 1's barrier.
+  constexpr bool kTreeEveryWarp = kParts == 1 || kCluster;
   constexpr int kLaneBuffers = kTreeEveryWarp ? 2 : 1;
   __shared__ float lane_sums[kLaneBuffers * kLanes];
   __shared__ float row_inv;
@@ -166,8 +178,15 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     parity[m] = static_cast<unsigned char>(c & 1u);
   }
   if (t == 0) gave_up = error;
+  // A cluster's blocks exchange through each other's shared memory: each
+  // says it runs before any stores into it (the wait is after the push).
+  if (kCluster) platform::ClusterArriveRelaxed();
   __syncthreads();
-  if (gave_up != kGpuErrorNone) return;
+  // A block of a cluster never returns alone (its peers would wait for it
+  // at every row's cluster barrier): it goes through its rows without
+  // pushing or receiving.
+  const bool live = gave_up == kGpuErrorNone;
+  if (!kCluster && !live) return;
 
   // Offset of chunk k of row i of this thread in a source's part of the
   // region, phase included (below 2^32: two phases of at most 2^28 bytes).
@@ -184,7 +203,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   for (int k = 0; k < kChunksPerThread; ++k) slot0[k] = slot(0, k);
 
   // Push every row; row 0's wire form stays in `in` for its receive.
-  for (unsigned i = 0; i < rows; ++i) {
+  for (unsigned i = 0; live && i < rows; ++i) {
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;
@@ -211,7 +230,8 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
   char* const mine = p.buffers[p.rank] + p.oneshot;
   // Token row r's inbox of part q: 256 words at lane_words + (r * P + q) * 256.
   uint32_t* const lane_words = reinterpret_cast<uint32_t*>(p.buffers[p.rank] + fp.lanes);
-  bool ok = true;
+  if (kCluster) platform::ClusterWait();
+  bool ok = live;
   for (unsigned i = 0; i < rows; ++i) {
     const size_t off = first + i * row_step;
     const size_t token = group + static_cast<size_t>(i) * groups;
@@ -280,13 +300,21 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       lanes[lane] = sum;
 #pragma unroll
       for (unsigned q = 0; q < parts; ++q) {
-        if (q != part) {
+        if (q == part) continue;
+        if (kCluster) {
+          platform::StoreClusterShared32(lanes + lane, q, __float_as_uint(sum));
+        } else {
           platform::StoreRemote32(lane_words + (token * parts + q) * kLanes + lane,
                                   LaneToWire(sum));
         }
       }
     }
-    __syncthreads();
+    if (kCluster) {
+      platform::ClusterArrive();
+      platform::ClusterWait();
+    } else {
+      __syncthreads();
+    }
     float inv;
     if (kTreeEveryWarp) {
       // LaneTree leaves the root in lane 0.

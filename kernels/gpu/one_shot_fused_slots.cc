@@ -34,13 +34,18 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 }
 
 FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
-                              FusedRowForm form) {
+                              FusedRowForm form, bool clusters) {
   FusedLaunchShape shape;
   if (tokens <= 0 || hidden <= 0 || hidden % 8 != 0) return shape;
-  const int split = FusedRowParts(hidden);
-  const bool one_row_each =
-      split > 0 && tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
-      (split == 1 || tokens * split <= kFusedLaneInboxes);
+  int split = FusedRowParts(hidden);
+  bool one_row_each = split > 0 &&
+                      tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
+                      (split == 1 || tokens * split <= kFusedLaneInboxes);
+  if (const int fine = clusters ? FusedClusterParts(hidden) : 0;
+      fine > 0 && tokens * fine <= max_blocks / 2) {
+    split = fine;
+    one_row_each = true;
+  }
   if (form == FusedRowForm::kPolicy) {
     form = one_row_each || FusedLaneThreads(hidden) == 0 ? FusedRowForm::kChunkThreads
                                                          : FusedRowForm::kLaneThreads;

@@ -234,6 +234,28 @@ QR_HOST_DEVICE inline int FusedRowParts(int64_t hidden) {
   return 0;
 }
 
+// Where a row's parts run as a cluster and exchange their lane sums through
+// each other's shared memory (GpuBlockClusters()), the rows FusedRowParts
+// keeps in one block of more than 256 threads (4096 values) split into parts
+// of kFusedClusterPartThreads while the call's grid takes at most half the
+// layout's blocks (FusedShapeOf); 0 for other rows. Measured on one H200
+// (ranks sharing it, docs/performance.md "A row's parts as a cluster"), 1 x
+// 4096 fp16 at world size 2: 3.42 us in four parts of 128 threads, 3.61 in
+// two of 256, 3.87 in one block of 512; four parts won at 1-16 rows (64
+// blocks of the rank's 132) at world size 2, 1-8 (32 of 66) at 4, 1-2 (8 of
+// 33) at 8, and lost beyond (0.1-0.5 us). Rows of 8192 in eight parts of
+// 128 (a cluster of 8) were no faster than four of 256 at one row and
+// slower from two: those keep FusedRowParts' split, now as a cluster.
+inline constexpr int kFusedClusterPartThreads = 128;
+QR_HOST_DEVICE inline int FusedClusterParts(int64_t hidden) {
+  const int whole = FusedThreads(hidden, 1);
+  if (whole <= kRmsNormLanes || whole > kFusedSplitAbove) return 0;
+  for (int parts = 2; parts <= kFusedMaxParts; parts *= 2) {
+    if (FusedThreads(hidden, parts) == kFusedClusterPartThreads) return parts;
+  }
+  return 0;
+}
+
 // The fewest parts that take the row (rows walked by few blocks lose the
 // least to the lane exchange between parts), 0 when none does.
 QR_HOST_DEVICE inline int FusedFewestParts(int64_t hidden) {
@@ -277,8 +299,9 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
                              int max_grid, int parts = 1);
 
 // How the one-launch kernel runs a call of tokens x hidden: the parts of a
-// row (FusedRowParts when every row group then has one token row, so tokens
-// x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
+// row (FusedClusterParts where `clusters` and tokens x parts is at most half
+// of max_blocks; else FusedRowParts when every row group then has one token
+// row, so tokens x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
 // block, and the slots. slots.grid == 0: the kernel does not take the call.
 // The same on every rank.
 //
@@ -312,8 +335,10 @@ struct FusedLaunchShape {
   int chunks_per_thread = 1;  // 1, or kFusedLaneChunks in the lane-threads form
   FusedSlots slots;
 };
+// clusters: whether a row's parts run as a cluster (GpuBlockClusters(),
+// FusedClusterParts); the same on every rank.
 FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, int ws, int max_areas,
-                              FusedRowForm form = FusedRowForm::kPolicy);
+                              FusedRowForm form = FusedRowForm::kPolicy, bool clusters = false);
 
 // Whether the one-launch kernel can run the call: its rows fit the slots.
 QR_HOST_DEVICE inline bool FusedOneLaunchFits(const FusedSlots& s) { return s.grid > 0; }

@@ -12,8 +12,10 @@
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rank_state.h"
 #include "kernels/gpu/rank_state_impl.cuh"
+#include "kernels/platform/cluster.cuh"
 #include "kernels/platform/gpu_status.h"
 #include "kernels/platform/launch.cuh"
+#include "kernels/platform/platform.h"
 #include "kernels/rmsnorm_lanes.h"
 #include "kernels/types.h"
 
@@ -22,23 +24,25 @@ namespace {
 
 FusedLaunchShape ShapeFor(const ResidualRmsNormRequest& norm, int max_blocks, int world_size) {
   return FusedShapeOf(static_cast<int64_t>(norm.tokens), static_cast<int64_t>(norm.hidden),
-                      max_blocks, world_size, gpu::kFusedMaxAreas, norm.form);
+                      max_blocks, world_size, gpu::kFusedMaxAreas, norm.form, GpuBlockClusters());
 }
 
-// Blocks of `threads` threads of the fused kernel that stay resident at once
-// on the current device.
+// Blocks a cluster of the fused kernel's launch: a row's parts where the
+// platform has clusters (one_shot_fused.cu), else 1. The kernels' compile
+// time fact and the policy's run time one (ShapeFor) are one build flavour's.
+int ClusterOf(const FusedLaunchShape& shape) {
+  return platform::kBlockClusters && shape.parts > 1 ? shape.parts : 1;
+}
+
+// Blocks of the fused kernel's shape that stay resident at once on the
+// current device (whole clusters).
 StatusOr<int> ResidentBlocks(gpu::FusedKernelFn fn, const FusedLaunchShape& shape) {
-  int device = 0;
-  int per_sm = 0;
-  int sms = 0;
-  QR_GPU_RETURN_IF_ERROR(hipGetDevice(&device));
-  QR_GPU_RETURN_IF_ERROR(hipOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), shape.threads,
-      gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread)));
-  QR_GPU_RETURN_IF_ERROR(
-      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
-  if (per_sm <= 0) return InternalError("fused kernel cannot be resident on this device");
-  return per_sm * sms;
+  int clusters = 0;
+  QR_GPU_RETURN_IF_ERROR(platform::ResidentClusters(
+      fn, shape.threads, gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread),
+      ClusterOf(shape), &clusters));
+  if (clusters <= 0) return InternalError("fused kernel cannot be resident on this device");
+  return clusters * ClusterOf(shape);
 }
 
 }  // namespace
@@ -105,7 +109,7 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   QR_GPU_RETURN_IF_ERROR(platform::LaunchKernelShared(
       fn, dim3(slots.grid), dim3(shape.threads),
       gpu::FusedSharedBytes(shape.threads, shape.parts, shape.chunks_per_thread),
-      static_cast<hipStream_t>(stream), impl_->overlap, p));
+      static_cast<hipStream_t>(stream), impl_->overlap, p, ClusterOf(shape)));
   return OkStatus();
 }
 

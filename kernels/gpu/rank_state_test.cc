@@ -13,6 +13,7 @@
 #include "kernels/gpu/collective_request.h"
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/two_shot.h"
+#include "kernels/platform/platform.h"
 #include "kernels/types.h"
 #include "tests/util/status_matchers.h"
 
@@ -238,10 +239,11 @@ TEST(RankStateTest, FusedOneLaunchFollowsTheSlotRule) {
   const size_t tokens = static_cast<size_t>(OneShotMaxElems(2)) / hidden;
   r.count = tokens * hidden;
   n = Norm(tokens, hidden);
-  EXPECT_EQ(s.FusedOneLaunch(r, n),
-            FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens),
-                                            static_cast<int64_t>(hidden), 64, 2, 608),
-                               static_cast<int64_t>(tokens)));
+  EXPECT_EQ(
+      s.FusedOneLaunch(r, n),
+      FusedOneLaunchPays(FusedShapeOf(static_cast<int64_t>(tokens), static_cast<int64_t>(hidden),
+                                      64, 2, 608, FusedRowForm::kPolicy, GpuBlockClusters()),
+                         static_cast<int64_t>(tokens)));
   // 64 layout blocks: beyond 32 rows of 4096 values (32 blocks of 512
   // threads), the lane-threads form's 64 blocks of 256 threads; a block
   // walks at most kFusedOneLaunchMaxRows rows by default.

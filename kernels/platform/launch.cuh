@@ -76,26 +76,41 @@ inline bool ProgrammaticLaunchSupported() {
 
 // Launches fn<<<grid, threads, shared_bytes, stream>>>(params), with
 // programmatic overlap of the previous kernel when `overlap` and the device
-// supports it. Returns the launch's error (hipSuccess when it was enqueued).
+// supports it, as clusters of `cluster` blocks when it is above 1 (where
+// kBlockClusters, cluster.cuh: grid a multiple of it, at most
+// kMaxPortableCluster; elsewhere hipErrorInvalidValue). Returns the launch's
+// error (hipSuccess when it was enqueued).
 template <typename Params>
 hipError_t LaunchKernelShared(void (*fn)(Params), dim3 grid, dim3 threads, size_t shared_bytes,
-                              hipStream_t stream, bool overlap, const Params& params) {
+                              hipStream_t stream, bool overlap, const Params& params,
+                              int cluster = 1) {
 #if QR_PLATFORM_CUDA
-  if (overlap && ProgrammaticLaunchSupported()) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+  const bool programmatic = overlap && ProgrammaticLaunchSupported();
+  if (programmatic || cluster > 1) {
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (programmatic) {
+      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+      attr[n].id = cudaLaunchAttributeClusterDimension;
+      attr[n].val.clusterDim.x = static_cast<unsigned>(cluster);
+      attr[n].val.clusterDim.y = 1;
+      attr[n++].val.clusterDim.z = 1;
+    }
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = threads;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
     config.attrs = attr;
-    config.numAttrs = 1;
+    config.numAttrs = n;
     return hipCUDAErrorTohipError(cudaLaunchKernelEx(&config, fn, params));
   }
 #else
   (void)overlap;
+  if (cluster > 1) return hipErrorInvalidValue;
 #endif
   hipLaunchKernelGGL(fn, grid, threads, shared_bytes, stream, params);
   return hipGetLastError();

@@ -26,4 +26,6 @@ Platform GpuPlatform() {
 #endif
 }
 
+bool GpuBlockClusters() { return GpuPlatform() == Platform::kNvidia; }
+
 }  // namespace qr

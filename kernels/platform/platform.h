@@ -24,6 +24,14 @@ const char* PlatformName(Platform platform);
 // runs on a GPU). Thread-safe, constant.
 Platform GpuPlatform();
 
+// Whether this build's GPU kernels run blocks as clusters that share their
+// shared memory (kernels/platform/cluster.cuh kBlockClusters, the same fact
+// for device code): NVIDIA, whose only target is sm_90; not AMD, not the
+// host flavour. The fused kernel's row parts exchange through it, so the
+// policy splits rows sooner where it holds (one_shot_fused_slots.h). The
+// same on every rank of a group: a group runs one build.
+bool GpuBlockClusters();
+
 }  // namespace qr
 
 #endif  // QR_KERNELS_PLATFORM_PLATFORM_H_

@@ -21,5 +21,10 @@ TEST(PlatformTest, GpuPlatformIsTheBuildFlavour) {
   EXPECT_STREQ(PlatformName(GpuPlatform()), QR_EXPECTED_GPU_PLATFORM);
 }
 
+// Clusters exist in the NVIDIA build only (its kernels target sm_90).
+TEST(PlatformTest, BlockClustersOnNvidiaOnly) {
+  EXPECT_EQ(GpuBlockClusters(), std::string(QR_EXPECTED_GPU_PLATFORM) == "NVIDIA");
+}
+
 }  // namespace
 }  // namespace qr

@@ -35,6 +35,7 @@
 #include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/one_shot_reference.h"
 #include "kernels/platform/gpu_api.h"
+#include "kernels/platform/platform.h"
 #include "kernels/reduce_scatter_reference.h"
 #include "kernels/rmsnorm_reference.h"
 #include "tests/gpu/local_group_test_util.h"
@@ -159,8 +160,8 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   bool FitsOneLaunch(size_t tokens, size_t hidden, bool always, FusedRowForm form) const {
     const auto t = static_cast<int64_t>(tokens);
     const auto h = static_cast<int64_t>(hidden);
-    const FusedLaunchShape shape =
-        FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(), 608, form);
+    const FusedLaunchShape shape = FusedShapeOf(t, h, group_->max_blocks(), group_->world_size(),
+                                                608, form, GpuBlockClusters());
     return always ? FusedOneLaunchFits(shape.slots) : FusedOneLaunchPays(shape, t);
   }
 
@@ -250,15 +251,16 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
   const int ws = std::get<0>(GetParam());
   const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(ws));
   // Rows split over parts (4096 and up, one_shot_fused_slots.h FusedShapeOf:
-  // 2, 4, 8 parts, and 4 parts of 192 threads at 6144), rows of one part,
+  // 2, 4, 8 parts, 4 parts of 192 threads at 6144, and where clusters exist
+  // 4 parts of 128 at 1-16 x 4096), rows of one part,
   // and rows of 16384 on two parts of 1024 threads walking several rows
   // (40 x 16384). Layouts 1 and 2 force the lane-threads form (2 chunks a
   // thread at 2056-4096, 4 at 5120-8192, the last chunks of 2056 and 5120
   // past the row on some threads; blocks walking several rows at 130 x
   // 4096) and the one-thread-a-chunk form.
-  const size_t shapes[][2] = {{1, 8},      {1, 4096},   {3, 1032}, {7, 2048},  {16, 2056},
-                              {64, 4096},  {257, 8},    {5, 8192}, {3, 6144},  {1, 16384},
-                              {40, 16384}, {256, 8192}, {3, 5120}, {130, 4096}};
+  const size_t shapes[][2] = {{1, 8},      {1, 4096},   {3, 1032}, {7, 2048},   {16, 2056},
+                              {64, 4096},  {257, 8},    {5, 8192}, {3, 6144},   {1, 16384},
+                              {40, 16384}, {256, 8192}, {3, 5120}, {130, 4096}, {16, 4096}};
   uint64_t seed = 1;
   for (const auto& shape : shapes) {
     const size_t n = shape[0] * shape[1];
