@@ -41,8 +41,7 @@ FusedLaunchShape FusedShapeOf(int64_t tokens, int64_t hidden, int max_blocks, in
   bool one_row_each = split > 0 &&
                       tokens * split <= FusedMaxGrid(max_blocks, FusedThreads(hidden, split)) &&
                       (split == 1 || tokens * split <= kFusedLaneInboxes);
-  if (const int fine = clusters ? FusedClusterParts(hidden) : 0;
-      fine > 0 && tokens * fine <= max_blocks / 2) {
+  if (const int fine = clusters ? FusedClusterParts(tokens, hidden, max_blocks) : 0; fine > 0) {
     split = fine;
     one_row_each = true;
   }

@@ -236,22 +236,28 @@ QR_HOST_DEVICE inline int FusedRowParts(int64_t hidden) {
 
 // Where a row's parts run as a cluster and exchange their lane sums through
 // each other's shared memory (GpuBlockClusters()), the rows FusedRowParts
-// keeps in one block of more than 256 threads (4096 values) split into parts
-// of kFusedClusterPartThreads while the call's grid takes at most half the
-// layout's blocks (FusedShapeOf); 0 for other rows. Measured on one H200
-// (ranks sharing it, docs/performance.md "A row's parts as a cluster"), 1 x
-// 4096 fp16 at world size 2: 3.42 us in four parts of 128 threads, 3.61 in
-// two of 256, 3.87 in one block of 512; four parts won at 1-16 rows (64
-// blocks of the rank's 132) at world size 2, 1-8 (32 of 66) at 4, 1-2 (8 of
-// 33) at 8, and lost beyond (0.1-0.5 us). Rows of 8192 in eight parts of
-// 128 (a cluster of 8) were no faster than four of 256 at one row and
-// slower from two: those keep FusedRowParts' split, now as a cluster.
+// keeps in one block of more than 256 threads (4096 values) split into the
+// most parts of at least kFusedClusterPartThreads threads (and at most 256)
+// whose tokens x parts blocks take at most half of max_blocks; 0 for other
+// rows, or when no split is that small. Measured on one H200 (ranks sharing
+// it, docs/performance.md "A row's parts as a cluster"), 1 x 4096 fp16 at
+// world size 2: 3.42 us in four parts of 128 threads, 3.61 in two of 256,
+// 3.87 in one block of 512; four parts won at 1-16 rows (64 blocks of the
+// rank's 132) at world size 2 and 1-8 (32 of 66) at 4, two parts 0.1 us at
+// 32 rows at 2, and both lost 0.1-0.5 us beyond half the blocks (four parts
+// at 16 x 4096, world size 4; two at 64 x 4096, world size 2). Rows of 8192
+// in eight parts of 128 (a cluster of 8) were no faster than four of 256 at
+// one row and slower from two: those keep FusedRowParts' split.
 inline constexpr int kFusedClusterPartThreads = 128;
-QR_HOST_DEVICE inline int FusedClusterParts(int64_t hidden) {
+QR_HOST_DEVICE inline int FusedClusterParts(int64_t tokens, int64_t hidden, int max_blocks) {
   const int whole = FusedThreads(hidden, 1);
   if (whole <= kRmsNormLanes || whole > kFusedSplitAbove) return 0;
-  for (int parts = 2; parts <= kFusedMaxParts; parts *= 2) {
-    if (FusedThreads(hidden, parts) == kFusedClusterPartThreads) return parts;
+  for (int parts = kFusedMaxParts; parts >= 2; parts /= 2) {
+    const int threads = FusedThreads(hidden, parts);
+    if (threads >= kFusedClusterPartThreads && threads <= kRmsNormLanes &&
+        tokens * parts <= max_blocks / 2) {
+      return parts;
+    }
   }
   return 0;
 }
@@ -299,8 +305,8 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
                              int max_grid, int parts = 1);
 
 // How the one-launch kernel runs a call of tokens x hidden: the parts of a
-// row (FusedClusterParts where `clusters` and tokens x parts is at most half
-// of max_blocks; else FusedRowParts when every row group then has one token
+// row (FusedClusterParts where `clusters` and it splits the row; else
+// FusedRowParts when every row group then has one token
 // row, so tokens x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
 // block, and the slots. slots.grid == 0: the kernel does not take the call.
 // The same on every rank.

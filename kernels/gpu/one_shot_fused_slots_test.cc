@@ -320,14 +320,19 @@ TEST(FusedSlotsTest, RowPartsKeepBlocksSmall) {
 }
 
 // Where a row's parts run as a cluster, rows of 4096 values split into four
-// parts of 128 threads while the grid takes at most half the layout's
-// blocks; other rows, and longer calls, as without clusters.
+// parts of 128 threads, or two of 256, while the grid takes at most half
+// the layout's blocks; other rows, and longer calls, as without clusters.
 TEST(FusedSlotsTest, ClusterPartsSplitRowsOf4096ForShortCalls) {
-  EXPECT_EQ(FusedClusterParts(2048), 0);  // one block of 256 threads
-  EXPECT_EQ(FusedClusterParts(2056), 0);  // 257 chunks: not whole lane sets
-  EXPECT_EQ(FusedClusterParts(4096), 4);
-  EXPECT_EQ(FusedClusterParts(6144), 0);
-  EXPECT_EQ(FusedClusterParts(8192), 0);
+  EXPECT_EQ(FusedClusterParts(1, 2048, 132), 0);  // one block of 256 threads
+  EXPECT_EQ(FusedClusterParts(1, 2056, 132), 0);  // 257 chunks: not whole lane sets
+  EXPECT_EQ(FusedClusterParts(1, 4096, 132), 4);
+  EXPECT_EQ(FusedClusterParts(16, 4096, 132), 4);
+  EXPECT_EQ(FusedClusterParts(17, 4096, 132), 2);
+  EXPECT_EQ(FusedClusterParts(33, 4096, 132), 2);
+  EXPECT_EQ(FusedClusterParts(34, 4096, 132), 0);
+  EXPECT_EQ(FusedClusterParts(1, 4096, 3), 0);
+  EXPECT_EQ(FusedClusterParts(1, 6144, 132), 0);
+  EXPECT_EQ(FusedClusterParts(1, 8192, 132), 0);
   auto shape_of = [](int64_t tokens, int64_t hidden, int max_blocks) {
     return FusedShapeOf(tokens, hidden, max_blocks, 2, 608, FusedRowForm::kPolicy, true);
   };
@@ -339,21 +344,26 @@ TEST(FusedSlotsTest, ClusterPartsSplitRowsOf4096ForShortCalls) {
   EXPECT_EQ(s.parts, 4);
   EXPECT_EQ(s.slots.grid, 64);
   EXPECT_TRUE(FusedOneLaunchPays(s, 16));
-  s = shape_of(17, 4096, 132);  // 68 > 66: one block of 512 threads a row
+  s = shape_of(17, 4096, 132);  // 68 > 66: two parts of 256 threads
+  EXPECT_EQ(s.parts, 2);
+  EXPECT_EQ(s.threads, 256);
+  EXPECT_EQ(s.slots.grid, 34);
+  s = shape_of(34, 4096, 132);  // 68 > 66: one block of 512 threads a row
   EXPECT_EQ(s.parts, 1);
   EXPECT_EQ(s.threads, 512);
-  EXPECT_EQ(s.slots.grid, 17);
+  EXPECT_EQ(s.slots.grid, 34);
   s = shape_of(66, 4096, 528);  // a GPU per rank: 264 blocks of the 528
   EXPECT_EQ(s.parts, 4);
   EXPECT_EQ(s.slots.grid, 264);
   s = shape_of(1, 4096, 33);  // eight ranks sharing a GPU
   EXPECT_EQ(s.parts, 4);
-  EXPECT_EQ(shape_of(8, 4096, 33).parts, 1);
+  EXPECT_EQ(shape_of(8, 4096, 33).parts, 2);
+  EXPECT_EQ(shape_of(9, 4096, 33).parts, 1);
   // As without clusters: rows of 8192 (four parts of 256, now one cluster)
   // and walked rows.
   for (int64_t tokens : {1, 33, 67, 256}) {
     for (int64_t hidden : {8192, 4096}) {
-      if (hidden == 4096 && tokens == 1) continue;
+      if (hidden == 4096 && tokens <= 33) continue;
       const FusedLaunchShape a = shape_of(tokens, hidden, 132);
       const FusedLaunchShape b = FusedShapeOf(tokens, hidden, 132, 2, 608);
       EXPECT_EQ(a.parts, b.parts) << tokens << " x " << hidden;

@@ -252,7 +252,8 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
   const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(ws));
   // Rows split over parts (4096 and up, one_shot_fused_slots.h FusedShapeOf:
   // 2, 4, 8 parts, 4 parts of 192 threads at 6144, and where clusters exist
-  // 4 parts of 128 at 1-16 x 4096), rows of one part,
+  // 4096 in 4 parts of 128 at 1 x 4096 and 16 x 4096 at ws 2, 2 parts of 256
+  // at 16 x 4096 at ws 4: FusedClusterParts), rows of one part,
   // and rows of 16384 on two parts of 1024 threads walking several rows
   // (40 x 16384). Layouts 1 and 2 force the lane-threads form (2 chunks a
   // thread at 2056-4096, 4 at 5120-8192, the last chunks of 2056 and 5120
