@@ -1,7 +1,8 @@
-// The lane sums of a row's RMSNorm between the blocks that share the row,
-// and the reference's pairwise tree over them (kernels/rmsnorm_reference.h):
-// the part of the fused kernel (one_shot_fused.cu) after each block has
-// its own lanes' sums of squares.
+// The lane sums of a row's RMSNorm between the blocks that share the row
+// where they are not a cluster (AMD; on NVIDIA they exchange through each
+// other's shared memory, one_shot_fused.cu), and the reference's pairwise
+// tree over them (kernels/rmsnorm_reference.h): the part of the fused
+// kernel after each block has its own lanes' sums of squares.
 #ifndef QR_KERNELS_GPU_FUSED_LANES_CUH_
 #define QR_KERNELS_GPU_FUSED_LANES_CUH_
 
