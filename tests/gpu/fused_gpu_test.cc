@@ -390,7 +390,9 @@ TEST_P(FusedGpuTest, ProgrammaticLaunchKeepsTheBits) {
 // Only rank 0 calls, so its blocks wait for a peer that never comes: the
 // wait's timeout ends every block of the call, a row's parts included (they
 // also wait for each other's lane sums), and later calls drain at once
-// (sticky error). Rows of one block (1 x 4096), of four parts (1 x 8192),
+// (sticky error; in a cluster every block still meets its partners at each
+// row's barrier, so a block that returned alone would hang this). Rows of
+// one block (1 x 4096; four parts where clusters exist), of four parts (1 x 8192),
 // of two parts walking several rows (40 x 16384) and in the lane-threads
 // form (3 x 8192, 4 chunks a thread).
 class FusedGiveUpTest : public ::testing::TestWithParam<std::tuple<size_t, size_t, FusedRowForm>> {
