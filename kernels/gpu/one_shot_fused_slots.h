@@ -306,8 +306,8 @@ FusedSlots FusedOneShotSlots(int64_t tokens, int64_t hidden, int max_blocks, int
 
 // How the one-launch kernel runs a call of tokens x hidden: the parts of a
 // row (FusedClusterParts where `clusters` and it splits the row; else
-// FusedRowParts when every row group then has one token
-// row, so tokens x parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
+// FusedRowParts when every row group then has one token row, so tokens x
+// parts blocks fit FusedMaxGrid; else FusedFewestParts), the threads of a
 // block, and the slots. slots.grid == 0: the kernel does not take the call.
 // The same on every rank.
 //

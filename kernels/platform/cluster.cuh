@@ -3,8 +3,8 @@
 // memory, sm_90: the only NVIDIA target of this build, bazel/gpu.bzl). AMD
 // has none: there kBlockClusters is false, the device calls below do
 // nothing, and callers keep their exchange through global memory, choosing
-// at compile time (`if constexpr (platform::kBlockClusters)`). Include from
-// .cu files only.
+// at compile time (a condition on the constexpr platform::kBlockClusters).
+// Include from .cu files only.
 //
 //   // device: every thread of every block of the cluster, the same count of
 //   // arrive/wait pairs; a block never returns while a peer may still store
