@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -113,14 +114,27 @@ TEST(SegmentTest, LocksTellLiveOwnersAcrossDescriptors) {
   member.reset();  // a member exiting or leaving drops its lock
   EXPECT_FALSE(observer->SlotHeld(1));
   EXPECT_FALSE(observer->InUse());
-  // A process that dies drops its locks too.
+  // A process that dies drops its locks too. The child says over a pipe when
+  // it holds the lock: a loaded machine may take seconds to get it there, and
+  // a deadline on the lock itself would turn that delay into a failure.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
   pid_t child = ::fork();
   if (child == 0) {
+    ::close(ready[0]);
     auto seg = GroupSegment::Open(p.name);
-    if (!seg.ok() || !(*seg)->LockSlot(3).ok()) ::_exit(1);
+    const char said = seg.ok() && (*seg)->LockSlot(3).ok() ? 'y' : 'n';
+    if (::write(ready[1], &said, 1) != 1 || said != 'y') ::_exit(1);
     ::pause();
   }
-  for (int i = 0; i < 500 && !observer->SlotHeld(3); ++i) ::usleep(2000);
+  ::close(ready[1]);
+  char said = 0;
+  ssize_t got;
+  do {
+    got = ::read(ready[0], &said, 1);
+  } while (got < 0 && errno == EINTR);
+  ::close(ready[0]);
+  EXPECT_EQ(said, 'y') << "the child could not open the segment or take slot 3";
   EXPECT_TRUE(observer->SlotHeld(3));
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
