@@ -271,6 +271,39 @@ qr_status qr_reference_all_reduce_residual_rmsnorm(const void* const* inputs, in
                                                    int cast_bf16_to_fp16, void* residual_out,
                                                    void* norm_out);
 
+/* qr_all_reduce_residual_rmsnorm, and the norm quantized to FP8 e4m3 for
+ * the next GEMM with a static per-tensor scale (vLLM's
+ * fused_add_rms_norm_static_fp8_quant, FlashInfer's
+ * kARResidualRMSNorm(Out)FP8Quant): residual_out and norm_out exactly as
+ * there, and per element
+ *   quant_out = e4m3(float(norm_out) * (1 / *scale))
+ * from the dtype-rounded norm_out (what an RMSNorm kernel followed by a
+ * static-quant kernel reads), the reciprocal and the product fp32 and
+ * correctly rounded, e4m3 the OCP E4M3FN format (bias 7, no infinities)
+ * rounded to nearest even and saturating: beyond +-448 (inf included) gives
+ * +-448, NaN gives 0x7F. quant_out holds tokens * hidden bytes, 16-byte
+ * aligned, disjoint from every other buffer; scale is one fp32, 4-byte
+ * aligned, in the memory the backend computes in (device memory on a GPU,
+ * read by the kernel when it runs, so a captured graph reads its value at
+ * each replay; host memory on the host backend), disjoint from the outputs.
+ * A NULL quant_out or scale is QR_INVALID_ARGUMENT; other arguments and
+ * statuses as qr_all_reduce_residual_rmsnorm. */
+qr_status qr_all_reduce_residual_rmsnorm_fp8(qr_comm* c, const void* in, const void* residual,
+                                             const void* weight, void* residual_out,
+                                             void* norm_out, void* quant_out, const float* scale,
+                                             size_t tokens, size_t hidden, float eps,
+                                             qr_dtype dtype, qr_regime regime,
+                                             int cast_bf16_to_fp16, void* stream);
+
+/* The host reference of that call: qr_reference_all_reduce_residual_rmsnorm,
+ * then quant_out (tokens * hidden bytes, disjoint from the other outputs)
+ * from norm_out with *scale (host memory). Its errors, and
+ * QR_INVALID_ARGUMENT for a NULL quant_out or scale. */
+qr_status qr_reference_all_reduce_residual_rmsnorm_fp8(
+    const void* const* inputs, int world_size, const void* residual, const void* weight,
+    size_t tokens, size_t hidden, float eps, const float* scale, qr_dtype dtype, qr_regime regime,
+    int cast_bf16_to_fp16, void* residual_out, void* norm_out, void* quant_out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,6 +6,7 @@
 
 #include "common/status_macros.h"
 #include "kernels/float16.h"
+#include "kernels/float8.h"
 #include "kernels/one_shot_reference.h"
 
 namespace qr::kernels {
@@ -34,6 +35,8 @@ float RmsNormInverse(float sum_of_squares, int64_t hidden, float eps) {
   return 1.0f / root;
 }
 
+float Fp8InverseScale(float scale) { return 1.0f / scale; }
+
 void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_t count) {
   const DType d = rows.dtype;
   const size_t hidden = static_cast<size_t>(rows.hidden);
@@ -54,7 +57,12 @@ void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_
         RmsNormInverse(RmsNormSumOfSquares(x.data(), rows.hidden), rows.hidden, rows.eps);
     for (size_t i = 0; i < hidden; ++i) {
       const float scaled = x[i] * inv;
-      rows.norm_out[base + i] = FromFloat(d, scaled * ToFloat(d, rows.weight[i]));
+      const uint16_t norm = FromFloat(d, scaled * ToFloat(d, rows.weight[i]));
+      rows.norm_out[base + i] = norm;
+      if (rows.quant_out != nullptr) {
+        const float q = ToFloat(d, norm) * rows.quant_inv_scale;
+        rows.quant_out[base + i] = E4m3FromFloatBits(FloatBits(q));
+      }
     }
   }
 }
@@ -78,7 +86,8 @@ Status ReferenceAllReduceResidualRmsNorm(const TwoShotParams& p, Algorithm algor
                                          int64_t tokens, int64_t hidden, float eps,
                                          const uint16_t* const* inputs,
                                          const uint16_t* const* residual, const uint16_t* weight,
-                                         uint16_t* const* residual_out, uint16_t* const* norm_out) {
+                                         uint16_t* const* residual_out, uint16_t* const* norm_out,
+                                         uint8_t* const* quant_out, float quant_scale) {
   QR_RETURN_IF_ERROR(ValidateResidualRmsNormShape(p, tokens, hidden));
   // The all-reduce lands in norm_out (which may be the input), as the
   // backends do it: norm_out is the one output no residual aliases.
@@ -89,8 +98,12 @@ Status ReferenceAllReduceResidualRmsNorm(const TwoShotParams& p, Algorithm algor
   }
   for (int r = 0; r < p.world_size; ++r) {
     // The rows as rank r holds them: the reduced values in norm_out.
-    const ResidualRmsNormRows rows{p.dtype,     tokens, hidden,          eps,        norm_out[r],
-                                   residual[r], weight, residual_out[r], norm_out[r]};
+    ResidualRmsNormRows rows{p.dtype,     tokens, hidden,          eps,        norm_out[r],
+                             residual[r], weight, residual_out[r], norm_out[r]};
+    if (quant_out != nullptr) {
+      rows.quant_out = quant_out[r];
+      rows.quant_inv_scale = Fp8InverseScale(quant_scale);
+    }
     ApplyResidualRmsNorm(rows, 0, tokens);
   }
   return OkStatus();

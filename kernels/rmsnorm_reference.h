@@ -12,7 +12,10 @@
 //                  element, two fp32 multiplies in that order, rounded once,
 //   inv          = 1 / sqrt(sum / float(hidden) + eps)  per row, fp32 with
 //                  correctly rounded division and square root,
-//   sum          = RmsNormSumOfSquares(the row of residual_out).
+//   sum          = RmsNormSumOfSquares(the row of residual_out),
+//   quant_out    = e4m3(float(norm_out) * inv_scale)  per element, only
+//                  when asked for (the FP8 output): inv_scale = 1 / scale,
+//                  fp32, correctly rounded, e4m3 as kernels/float8.h rounds.
 //
 // The epilogue starts from the all-reduce's dtype-rounded result, not from
 // an fp32 sum, because only that value exists on every rank in both forms:
@@ -59,7 +62,12 @@ struct ResidualRmsNormRows {
   const uint16_t* weight = nullptr;    // hidden
   uint16_t* residual_out = nullptr;    // tokens x hidden
   uint16_t* norm_out = nullptr;        // tokens x hidden
+  uint8_t* quant_out = nullptr;        // tokens x hidden, or nullptr: no FP8 output
+  float quant_inv_scale = 0;           // Fp8InverseScale(scale), with quant_out
 };
+
+// 1 / scale, fp32, correctly rounded: the FP8 output's multiplier.
+float Fp8InverseScale(float scale);
 
 // Applies the epilogue of the file comment to rows [first, first + count).
 void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_t count);
@@ -73,12 +81,15 @@ void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_
 // `algorithm` (ReferenceOneShotAllReduce or ReferenceAllReduce with p), then
 // the epilogue on every rank. residual[r] may be nullptr (no residual, on
 // every rank alike), residual_out[r] may equal inputs[r] or residual[r],
-// norm_out[r] may equal inputs[r]. Returns the all-reduce's and
+// norm_out[r] may equal inputs[r]. quant_out (the FP8 output with
+// quant_scale) may be nullptr, or quant_out[r] a buffer of tokens x hidden
+// bytes apart from the rest. Returns the all-reduce's and
 // ValidateResidualRmsNormShape's errors.
 [[nodiscard]] Status ReferenceAllReduceResidualRmsNorm(
     const TwoShotParams& p, Algorithm algorithm, int64_t tokens, int64_t hidden, float eps,
     const uint16_t* const* inputs, const uint16_t* const* residual, const uint16_t* weight,
-    uint16_t* const* residual_out, uint16_t* const* norm_out);
+    uint16_t* const* residual_out, uint16_t* const* norm_out,
+    uint8_t* const* quant_out = nullptr, float quant_scale = 1.0f);
 
 }  // namespace qr::kernels
 

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "kernels/error_bound.h"
 #include "kernels/float16.h"
+#include "kernels/float8.h"
 #include "kernels/one_shot_reference.h"
 #include "kernels/test_data.h"
 #include "kernels/two_shot_reference.h"
@@ -248,6 +249,77 @@ TEST(RmsNormReferenceTest, CollectiveIsTheAllReduceThenTheEpilogue) {
             ASSERT_LE(std::fabs(ToFloat(m.dtype, want.residual_out[i]) - exact), total_bound) << i;
           }
         }
+      }
+    }
+  }
+}
+
+// The FP8 output quantizes the rounded norm: checked against the definition
+// of e4m3 (the nearest of its values, 2^-9 steps below 2^-6, three mantissa
+// bits above, ±448 at most) and not against float8.h's bit tricks; the
+// collective's norm_out and residual_out are the call's without it.
+TEST(RmsNormReferenceTest, Fp8OutputIsTheNearestE4m3OfTheScaledNorm) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (float scale : {1.0f, 0.00390625f, 3.0f}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " scale " + std::to_string(scale));
+      const int ws = 2;
+      const int64_t tokens = 3, hidden = 512 + 16, n = tokens * hidden;
+      TwoShotParams p;
+      p.world_size = ws;
+      p.dtype = dtype;
+      p.num_elems = n;
+      const Rows in = Random(dtype, n, ws, 41);
+      const Rows residual = Random(dtype, n, 1, 42);
+      const Rows weight = Random(dtype, hidden, 1, 43);
+      Rows ro(ws, std::vector<uint16_t>(n)), no(ws, std::vector<uint16_t>(n));
+      Rows plain_ro = ro, plain_no = no;
+      std::vector<std::vector<uint8_t>> q(ws, std::vector<uint8_t>(n, 0x55));
+      std::vector<const uint16_t*> in_p, res_p;
+      std::vector<uint16_t*> ro_p, no_p, plain_ro_p, plain_no_p;
+      std::vector<uint8_t*> q_p;
+      for (int r = 0; r < ws; ++r) {
+        in_p.push_back(in[r].data());
+        res_p.push_back(residual[0].data());
+        ro_p.push_back(ro[r].data());
+        no_p.push_back(no[r].data());
+        plain_ro_p.push_back(plain_ro[r].data());
+        plain_no_p.push_back(plain_no[r].data());
+        q_p.push_back(q[r].data());
+      }
+      ASSERT_OK(ReferenceAllReduceResidualRmsNorm(p, Algorithm::kOneShot, tokens, hidden, 1e-5f,
+                                                  in_p.data(), res_p.data(), weight[0].data(),
+                                                  ro_p.data(), no_p.data(), q_p.data(), scale));
+      ASSERT_OK(ReferenceAllReduceResidualRmsNorm(p, Algorithm::kOneShot, tokens, hidden, 1e-5f,
+                                                  in_p.data(), res_p.data(), weight[0].data(),
+                                                  plain_ro_p.data(), plain_no_p.data()));
+      EXPECT_EQ(ro, plain_ro);
+      EXPECT_EQ(no, plain_no);
+      EXPECT_EQ(q[0], q[1]);
+      int saturated = 0, subnormal = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(ToFloat(dtype, no[0][i]) * (1.0f / scale));
+        const uint8_t code = q[0][i];
+        ASSERT_NE(code & 0x7F, 0x7F) << i;  // no NaN from finite values
+        const int e = (code >> 3) & 0xF, m = code & 7;
+        const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+        const double got = (code & 0x80) != 0 ? -mag : mag;
+        if (std::fabs(x) >= 448) {
+          ASSERT_EQ(got, std::copysign(448.0, x)) << i;
+          ++saturated;
+          continue;
+        }
+        // Half a step of the binade |x| rounds in (steps of 2^-9 below 2^-6).
+        const int binade = std::max(std::ilogb(std::fabs(x) > 0 ? x : 1.0), -6);
+        const double half_step = std::ldexp(1.0, binade - 4);
+        ASSERT_LE(std::fabs(got - x), half_step) << i << " " << x;
+        if (e == 0 && m != 0) ++subnormal;
+      }
+      // The scales reach both ends of the format.
+      if (scale == 0.00390625f) {
+        EXPECT_GT(saturated, 0);
+      }
+      if (scale == 3.0f) {
+        EXPECT_GT(subnormal, 0);
       }
     }
   }
