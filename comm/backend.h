@@ -83,6 +83,11 @@ struct ResidualRmsNormArgs {
   size_t tokens = 0;               // tokens * hidden == count
   size_t hidden = 0;               // a multiple of 8
   float eps = 0;
+  // The FP8 output (qr_all_reduce_residual_rmsnorm_fp8): tokens x hidden
+  // e4m3 bytes and the fp32 scale they divide by (device memory on a GPU,
+  // host memory on the host backend). Both nullptr: none.
+  void* quant_out = nullptr;
+  const float* quant_scale = nullptr;
 };
 
 // One all-reduce as the communicator hands it to a backend. Arguments are

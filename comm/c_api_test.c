@@ -111,6 +111,36 @@ static int run_rank(const char* group, int rank) {
   EXPECT(qr_all_reduce(c, in, out, 8192 / 2, QR_FLOAT16, NULL) == QR_OK);
   EXPECT(out[9] == fp16_from_int(2 * 9 + 1));
   EXPECT(out[4095] == fp16_from_int(2 * (4095 % 50) + 1));
+  /* The fused call with the FP8 output: the reference's bytes (both ranks'
+   * inputs are known here), and NULL FP8 buffers refused. */
+  {
+    enum { kTokens = 4, kHidden = 64, kN = kTokens * kHidden };
+    static uint16_t x[2][kN], res[kN], w[kHidden], ro[kN], no[kN], want_ro[kN], want_no[kN];
+    static uint8_t q[kN], want_q[kN];
+    const void* inputs[2] = {x[0], x[1]};
+    const float scale = 0.125f;
+    int r;
+    for (r = 0; r < 2; ++r) {
+      for (i = 0; i < kN; ++i) x[r][i] = fp16_from_int((i * 7 + r * 3) % 40);
+    }
+    for (i = 0; i < kN; ++i) res[i] = fp16_from_int(i % 9);
+    for (i = 0; i < kHidden; ++i) w[i] = fp16_from_int(1 + i % 3);
+    EXPECT(qr_all_reduce_residual_rmsnorm_fp8(c, x[rank], res, w, ro, no, q, &scale, kTokens,
+                                              kHidden, 1e-5f, QR_FLOAT16, QR_REGIME_FP, 0,
+                                              NULL) == QR_OK);
+    EXPECT(qr_reference_all_reduce_residual_rmsnorm_fp8(inputs, 2, res, w, kTokens, kHidden, 1e-5f,
+                                                        &scale, QR_FLOAT16, QR_REGIME_FP, 0,
+                                                        want_ro, want_no, want_q) == QR_OK);
+    EXPECT(memcmp(ro, want_ro, sizeof ro) == 0);
+    EXPECT(memcmp(no, want_no, sizeof no) == 0);
+    EXPECT(memcmp(q, want_q, sizeof q) == 0);
+    /* Norms of 1..3 times 8 (1 / scale) are normal e4m3 values: not all zero. */
+    EXPECT(want_q[5] != 0 && want_q[5] != 0x7E);
+    EXPECT(qr_all_reduce_residual_rmsnorm_fp8(c, x[rank], res, w, ro, no, q, NULL, kTokens,
+                                              kHidden, 1e-5f, QR_FLOAT16, QR_REGIME_FP, 0,
+                                              NULL) == QR_INVALID_ARGUMENT);
+    EXPECT(contains(qr_last_error(), "quant_out and scale"));
+  }
   EXPECT(qr_leave(c) == QR_OK);
   return failures == 0 ? 0 : 1;
 }

@@ -276,6 +276,27 @@ Status Communicator::AllReduceResidualRmsNorm(const void* in, const void* residu
                                    /*apply_threshold=*/true, stream);
 }
 
+Status Communicator::AllReduceResidualRmsNormFp8(const void* in, const void* residual,
+                                                 const void* weight, void* residual_out,
+                                                 void* norm_out, void* quant_out,
+                                                 const float* scale, size_t tokens, size_t hidden,
+                                                 float eps, DType dtype, Regime regime,
+                                                 bool cast_bf16_to_fp16, void* stream) {
+  return impl_->RunResidualRmsNorm(
+      in, norm_out, {residual, weight, residual_out, tokens, hidden, eps, quant_out, scale}, dtype,
+      regime, cast_bf16_to_fp16, /*apply_threshold=*/false, stream);
+}
+
+Status Communicator::AllReduceResidualRmsNormFp8(const void* in, const void* residual,
+                                                 const void* weight, void* residual_out,
+                                                 void* norm_out, void* quant_out,
+                                                 const float* scale, size_t tokens, size_t hidden,
+                                                 float eps, DType dtype, void* stream) {
+  return impl_->RunResidualRmsNorm(
+      in, norm_out, {residual, weight, residual_out, tokens, hidden, eps, quant_out, scale}, dtype,
+      impl_->config.regime, impl_->config.cast_bf16_to_fp16, /*apply_threshold=*/true, stream);
+}
+
 // The fused request's own checks come first, so a bad call fails before
 // anything runs on every backend; then it is an all-reduce into norm_out.
 Status Communicator::Impl::RunResidualRmsNorm(const void* in, void* norm_out,

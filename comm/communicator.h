@@ -101,6 +101,25 @@ class Communicator {
                                                 const void* weight, void* residual_out,
                                                 void* norm_out, size_t tokens, size_t hidden,
                                                 float eps, DType dtype, void* stream = nullptr);
+  // AllReduceResidualRmsNorm, and norm_out quantized to FP8 e4m3 for the
+  // next GEMM (qr_all_reduce_residual_rmsnorm_fp8, docs/fused.md "FP8
+  // output"): quant_out = e4m3(norm_out * (1 / *scale)), tokens x hidden
+  // bytes; scale one fp32 in the backend's memory (device memory on a GPU,
+  // read when the kernel runs). Both disjoint from every other buffer.
+  [[nodiscard]] Status AllReduceResidualRmsNormFp8(const void* in, const void* residual,
+                                                   const void* weight, void* residual_out,
+                                                   void* norm_out, void* quant_out,
+                                                   const float* scale, size_t tokens,
+                                                   size_t hidden, float eps, DType dtype,
+                                                   Regime regime, bool cast_bf16_to_fp16,
+                                                   void* stream = nullptr);
+  // The same with the configured regime, cast and FP threshold.
+  [[nodiscard]] Status AllReduceResidualRmsNormFp8(const void* in, const void* residual,
+                                                   const void* weight, void* residual_out,
+                                                   void* norm_out, void* quant_out,
+                                                   const float* scale, size_t tokens,
+                                                   size_t hidden, float eps, DType dtype,
+                                                   void* stream = nullptr);
   // Reduce-scatter (comm/collectives.cc, docs/collectives.md): `in` holds
   // world_size * recvcount values, `out` gets rank()'s recvcount values
   // [rank * recvcount, (rank + 1) * recvcount) of the sum: the two-shot's

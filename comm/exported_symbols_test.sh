@@ -23,6 +23,7 @@ for sym in qr_join qr_should_all_reduce qr_all_reduce qr_all_reduce_ex qr_check 
            qr_version qr_config_json qr_should_all_reduce_ex qr_reference_all_reduce \
            qr_reference_check_bound qr_reference_error_bounds qr_devices_json qr_reduce_scatter_ex \
            qr_all_reduce_residual_rmsnorm qr_reference_all_reduce_residual_rmsnorm \
+           qr_all_reduce_residual_rmsnorm_fp8 qr_reference_all_reduce_residual_rmsnorm_fp8 \
            qr_all_gather_ex; do
   if ! grep -qx "$sym" <<<"$defined"; then
     echo "missing export: $sym" >&2

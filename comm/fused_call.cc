@@ -60,18 +60,30 @@ Status CheckResidualRmsNormArgs(const void* in, void* norm_out, const ResidualRm
     return Invalid("message of " + std::to_string(bytes) + " bytes exceeds the maximum of " +
                    std::to_string(max_bytes) + " bytes (QR_MAX_SIZE_BYTES_MB)");
   }
+  const bool fp8 = args.quant_out != nullptr || args.quant_scale != nullptr;
+  if (fp8 && (args.quant_out == nullptr || args.quant_scale == nullptr)) {
+    return Invalid(std::string("the FP8 output needs both quant_out and scale; ") +
+                   (args.quant_out == nullptr ? "quant_out" : "scale") + " is NULL");
+  }
+  if (reinterpret_cast<uintptr_t>(args.quant_scale) % alignof(float) != 0) {
+    return Invalid("scale (" + Address(args.quant_scale) + ") is not 4-byte aligned");
+  }
+  // The FP8 entries last: with no FP8 output they are NULL and skipped.
   const Buffer buffers[] = {{"in", in, bytes},
                             {"residual", args.residual, bytes},
                             {"weight", args.weight, static_cast<uint64_t>(args.hidden) * 2},
                             {"residual_out", args.residual_out, bytes},
-                            {"norm_out", norm_out, bytes}};
+                            {"norm_out", norm_out, bytes},
+                            {"quant_out", args.quant_out, bytes / 2},
+                            {"scale", args.quant_scale, sizeof(float)}};
   for (const Buffer& b : buffers) {
+    const std::string name = b.name;
     if (b.p == nullptr) {
-      if (std::string(b.name) == "residual") continue;
-      return Invalid(std::string(b.name) + " is NULL");
+      if (name == "residual" || (!fp8 && (name == "quant_out" || name == "scale"))) continue;
+      return Invalid(name + " is NULL");
     }
-    if (reinterpret_cast<uintptr_t>(b.p) % kMessageAlignBytes != 0) {
-      return Invalid(std::string(b.name) + " (" + Address(b.p) + ") is not 16-byte aligned");
+    if (name != "scale" && reinterpret_cast<uintptr_t>(b.p) % kMessageAlignBytes != 0) {
+      return Invalid(name + " (" + Address(b.p) + ") is not 16-byte aligned");
     }
   }
   if (bytes == 0) return OkStatus();
@@ -100,6 +112,10 @@ void ApplyHostResidualRmsNorm(const AllReduceCall& call) {
   rows.weight = static_cast<const uint16_t*>(call.norm.weight);
   rows.residual_out = static_cast<uint16_t*>(call.norm.residual_out);
   rows.norm_out = static_cast<uint16_t*>(call.out);
+  if (call.norm.quant_out != nullptr) {
+    rows.quant_out = static_cast<uint8_t*>(call.norm.quant_out);
+    rows.quant_inv_scale = kernels::Fp8InverseScale(*call.norm.quant_scale);
+  }
   kernels::ApplyResidualRmsNorm(rows, 0, rows.tokens);
 }
 

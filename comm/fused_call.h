@@ -18,8 +18,10 @@ namespace qr {
 // and a multiple of 8 (rows of 16 bytes); tokens * hidden * 2 does not
 // overflow and is at most max_bytes; every non-NULL pointer is 16-byte
 // aligned; and the buffers are pairwise disjoint except residual_out == in,
-// residual_out == residual and norm_out == in. tokens == 0 passes
-// (the caller's no-op).
+// residual_out == residual and norm_out == in. The FP8 output: quant_out
+// and quant_scale both or neither, quant_out (tokens x hidden bytes)
+// 16-byte and the scale 4-byte aligned, both disjoint from every buffer.
+// tokens == 0 passes (the caller's no-op).
 [[nodiscard]] Status CheckResidualRmsNormArgs(const void* in, void* norm_out,
                                               const ResidualRmsNormArgs& args, uint64_t max_bytes);
 

@@ -14,9 +14,9 @@ using ::qr::testing::StatusIs;
 
 constexpr uint64_t kMax = 1 << 20;
 
-// Five disjoint 16-byte aligned buffers of 4 x 64 values.
+// Seven disjoint 16-byte aligned buffers of 4 x 64 values.
 struct Buffers {
-  Buffers() : storage(5 * 256 + 16) {}
+  Buffers() : storage(7 * 256 + 16) {}
   std::vector<uint16_t> storage;
   uint16_t* at(int i) {
     auto base = reinterpret_cast<uintptr_t>(storage.data());
@@ -116,6 +116,56 @@ TEST(FusedCallTest, RefusesBadShapesPointersAndSizes) {
   EXPECT_OK(Check(c, 4 * 64 * 2));
   c.args.tokens = SIZE_MAX / 8;  // overflows
   EXPECT_THAT(Check(c, UINT64_MAX), invalid);
+}
+
+// The FP8 output: quant_out (256 bytes here) and the scale both or neither,
+// aligned, and apart from every buffer; vLLM's in-place layout with it.
+TEST(FusedCallTest, ChecksTheFp8Output) {
+  Buffers b;
+  auto with_fp8 = [&](Call c) {
+    c.args.quant_out = b.at(5);
+    c.args.quant_scale = reinterpret_cast<const float*>(b.at(6));
+    return c;
+  };
+  EXPECT_OK(Check(with_fp8(Disjoint(b))));
+  Call c = with_fp8(Disjoint(b));
+  c.norm_out = const_cast<void*>(c.in);
+  c.args.residual_out = const_cast<void*>(c.args.residual);
+  EXPECT_OK(Check(c));
+  // The scale needs only a float's alignment.
+  c = with_fp8(Disjoint(b));
+  c.args.quant_scale = reinterpret_cast<const float*>(b.at(6) + 2);
+  EXPECT_OK(Check(c));
+  const auto invalid = StatusIs(StatusCode::kInvalidArgument);
+  c = with_fp8(Disjoint(b));
+  c.args.quant_scale = nullptr;
+  EXPECT_THAT(Check(c), invalid);
+  c = with_fp8(Disjoint(b));
+  c.args.quant_out = nullptr;
+  EXPECT_THAT(Check(c), invalid);
+  c = with_fp8(Disjoint(b));
+  c.args.quant_out = reinterpret_cast<char*>(b.at(5)) + 8;
+  EXPECT_THAT(Check(c), invalid);  // not 16-byte aligned
+  c = with_fp8(Disjoint(b));
+  c.args.quant_scale = reinterpret_cast<const float*>(reinterpret_cast<const char*>(b.at(6)) + 2);
+  EXPECT_THAT(Check(c), invalid);  // not 4-byte aligned
+  // quant_out is 256 bytes: the second half of norm_out's 512 overlaps it.
+  c = with_fp8(Disjoint(b));
+  c.args.quant_out = b.at(4) + 128;
+  EXPECT_THAT(Check(c), invalid);
+  c = with_fp8(Disjoint(b));
+  c.args.quant_out = const_cast<void*>(c.in);
+  EXPECT_THAT(Check(c), invalid);
+  // The scale inside an input or an output.
+  for (int i : {0, 1, 2, 3, 4, 5}) {
+    c = with_fp8(Disjoint(b));
+    c.args.quant_scale = reinterpret_cast<const float*>(b.at(i) + 8);
+    EXPECT_THAT(Check(c), invalid) << i;
+  }
+  // Just past quant_out's 256 bytes is apart from it.
+  c = with_fp8(Disjoint(b));
+  c.args.quant_scale = reinterpret_cast<const float*>(b.at(5) + 128);
+  EXPECT_OK(Check(c));
 }
 
 }  // namespace

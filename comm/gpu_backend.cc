@@ -140,7 +140,8 @@ class GpuBackend final : public Backend {
       const ResidualRmsNormArgs& n = call.norm;
       return state_->LaunchResidualRmsNorm(
           request,
-          {call.dtype, n.residual, n.weight, n.residual_out, call.out, n.tokens, n.hidden, n.eps},
+          {call.dtype, n.residual, n.weight, n.residual_out, call.out, n.tokens, n.hidden, n.eps,
+           n.quant_out, n.quant_scale},
           call.stream);
     }
     // kAllReduce, kReduceScatter or kAllGather: one kernel each

@@ -285,7 +285,7 @@ qr_status qr_reference_all_reduce_residual_rmsnorm(const void* const* inputs, in
  * aligned, disjoint from every other buffer; scale is one fp32, 4-byte
  * aligned, in the memory the backend computes in (device memory on a GPU,
  * read by the kernel when it runs, so a captured graph reads its value at
- * each replay; host memory on the host backend), disjoint from the outputs.
+ * each replay; host memory on the host backend), disjoint from every buffer.
  * A NULL quant_out or scale is QR_INVALID_ARGUMENT; other arguments and
  * statuses as qr_all_reduce_residual_rmsnorm. */
 qr_status qr_all_reduce_residual_rmsnorm_fp8(qr_comm* c, const void* in, const void* residual,

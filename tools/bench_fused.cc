@@ -126,6 +126,8 @@ class FusedRunner {
                                 cell.tokens,
                                 cell.hidden,
                                 1e-6f,
+                                /*quant_out=*/nullptr,
+                                /*quant_scale=*/nullptr,
                                 /*one_launch=*/v != Variant::kFusedTwoLaunches,
                                 /*split_rows=*/v != Variant::kFusedTwoLaunches,
                                 /*one_launch_always=*/v == Variant::kFusedOneLaunch};

@@ -37,6 +37,7 @@
 #include "kernels/gpu/fused_lanes.cuh"
 #include "kernels/gpu/one_shot_device.cuh"
 #include "kernels/gpu/one_shot_fused.cuh"
+#include "kernels/gpu/fp8_output.cuh"
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -357,6 +358,8 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       if (row_ok == 0) ok = false;
     }
     if (!ok) continue;
+    // Read per row, not kept across the kernel: registers are short.
+    const float inv_scale = fp.quant_out != nullptr ? Fp8InverseScaleOf(fp.quant_scale) : 0.0f;
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;
@@ -365,7 +368,11 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       Unpack<kBf16>(kOneChunk ? weight[k] : weight_shared[chunk0 + kLanes * k], w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = platform::MulRn(platform::MulRn(x[e], inv), w[e]);
-      platform::StoreOutput16(p.out + off + k * kChunkStep, Pack<kBf16>(x));
+      const Vec16 norm = Pack<kBf16>(x);
+      platform::StoreOutput16(p.out + off + k * kChunkStep, norm);
+      if (fp.quant_out != nullptr) {
+        StoreFp8Chunk<kBf16>(fp.quant_out + (off + k * kChunkStep) / 2, norm, inv_scale);
+      }
     }
   }
 }

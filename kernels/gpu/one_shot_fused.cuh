@@ -22,6 +22,8 @@ struct FusedOneShotParams {
   const char* residual;  // tokens x hidden, or nullptr: none
   const char* weight;    // hidden
   char* residual_out;    // tokens x hidden
+  char* quant_out;       // tokens x hidden e4m3 bytes, or nullptr: no FP8 output
+  const float* quant_scale;  // with quant_out (device memory)
   size_t tokens;         // > 0
   size_t hidden;         // a positive multiple of kRmsNormChunkElems
   float eps;

@@ -100,6 +100,8 @@ Status RankState::LaunchFusedOneShot(const AllReduceRequest& request,
   p.residual = static_cast<const char*>(norm.residual);
   p.weight = static_cast<const char*>(norm.weight);
   p.residual_out = static_cast<char*>(norm.residual_out);
+  p.quant_out = static_cast<char*>(norm.quant_out);
+  p.quant_scale = norm.quant_scale;
   p.tokens = norm.tokens;
   p.hidden = norm.hidden;
   p.eps = norm.eps;

@@ -31,7 +31,9 @@ namespace qr::kernels {
 
 bool RankState::SplitRows(const AllReduceRequest& request,
                           const ResidualRmsNormRequest& norm) const {
-  return norm.split_rows && request.algorithm == Algorithm::kTwoShot &&
+  // No FP8 output in this form (its all-gathers move dtype rows): such a
+  // request runs the two launches.
+  return norm.split_rows && norm.quant_out == nullptr && request.algorithm == Algorithm::kTwoShot &&
          request.collective == Collective::kAllReduce &&
          SplitRowsExact(request.format, request.codec, static_cast<int64_t>(norm.tokens),
                         static_cast<int64_t>(norm.hidden), impl_->config.world_size);

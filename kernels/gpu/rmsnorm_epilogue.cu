@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status_macros.h"
+#include "kernels/gpu/fp8_output.cuh"
 #include "kernels/gpu/rmsnorm_epilogue.h"
 #include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -31,6 +32,8 @@ struct EpilogueParams {
   const char* weight;
   char* residual_out;
   char* norm_out;
+  char* quant_out;           // or nullptr: no FP8 output
+  const float* quant_scale;  // with quant_out
   size_t tokens;
   size_t hidden;
   float eps;
@@ -43,6 +46,7 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
   platform::WaitForPriorKernels();
   __shared__ float lanes[kLanes];
   const size_t chunks = p.hidden / kRmsNormChunkElems;
+  const float inv_scale = p.quant_out != nullptr ? gpu::Fp8InverseScaleOf(p.quant_scale) : 0.0f;
   for (size_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
     const size_t row = t * p.hidden * 2;
     // Lane threadIdx.x: its chunks in increasing order, each value's square
@@ -83,7 +87,9 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
       Unpack<kBf16>(platform::LoadInput16(p.weight + c * 16), w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = platform::MulRn(platform::MulRn(x[e], inv), w[e]);
-      platform::StoreOutput16(p.norm_out + off, Pack<kBf16>(x));
+      const Vec16 norm = Pack<kBf16>(x);
+      platform::StoreOutput16(p.norm_out + off, norm);
+      if (p.quant_out != nullptr) gpu::StoreFp8Chunk<kBf16>(p.quant_out + off / 2, norm, inv_scale);
     }
   }
 }
@@ -125,8 +131,13 @@ Status ValidateResidualRmsNorm(const ResidualRmsNormRequest& r) {
     return InvalidArgumentError("residual RMSNorm: null pointer argument");
   }
   if (!Aligned(r.weight) || !Aligned(r.residual_out) || !Aligned(r.norm_out) ||
-      !Aligned(r.residual)) {
+      !Aligned(r.residual) || !Aligned(r.quant_out)) {
     return InvalidArgumentError("residual RMSNorm: a buffer is not 16-byte aligned");
+  }
+  if ((r.quant_out == nullptr) != (r.quant_scale == nullptr) ||
+      reinterpret_cast<uintptr_t>(r.quant_scale) % alignof(float) != 0) {
+    return InvalidArgumentError(
+        "residual RMSNorm: the FP8 output needs quant_out and a 4-byte aligned scale, or neither");
   }
   return OkStatus();
 }
@@ -139,6 +150,8 @@ Status LaunchResidualRmsNormEpilogue(const ResidualRmsNormRequest& r, ::qr::gpu:
                    static_cast<const char*>(r.weight),
                    static_cast<char*>(r.residual_out),
                    static_cast<char*>(r.norm_out),
+                   static_cast<char*>(r.quant_out),
+                   r.quant_scale,
                    r.tokens,
                    r.hidden,
                    r.eps};

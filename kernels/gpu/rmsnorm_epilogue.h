@@ -30,6 +30,11 @@ struct ResidualRmsNormRequest {
   size_t tokens = 0;
   size_t hidden = 0;  // a positive multiple of kRmsNormChunkElems
   float eps = 0;
+  // The FP8 output (kernels/rmsnorm_reference.h quant_out): tokens x hidden
+  // e4m3 bytes, 16-byte aligned, and the fp32 scale in device memory, read
+  // when the kernel runs. Both nullptr: none.
+  void* quant_out = nullptr;
+  const float* quant_scale = nullptr;
   // RankState::LaunchResidualRmsNorm: a one-shot request whose rows fit
   // runs as ONE kernel (the all-reduce and this epilogue,
   // kernels/gpu/one_shot_fused.cu); false keeps the two launches (tests and

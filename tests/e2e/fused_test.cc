@@ -2,7 +2,8 @@
 // processes on the host backend, world sizes 2, 4, 8: every regime, fp16 /
 // bf16 / bf16 with the cast, one-shot and two-shot (as the policy picks at
 // the built-in ceilings, and two-shot only with QR_ONE_SHOT_MAX_KB=0), the
-// in-place layouts of the contract and no residual. Each rank compares its
+// in-place layouts of the contract and no residual, half the cases with
+// the FP8 output (scales that saturate and that reach e4m3's subnormals). Each rank compares its
 // outputs with the host reference (kernels/rmsnorm_reference.h) bit for
 // bit, and the driver compares every rank's fingerprints. Invalid arguments
 // fail before anything runs (the group stays usable); a rank that aborts
@@ -39,6 +40,7 @@ struct FusedCase {
   int64_t tokens, hidden;
   int layout;  // 0 separate, 1 residual in place, 2 residual_out = in, 3 vLLM's, 4 no residual
   uint64_t seed;
+  float fp8_scale;  // 0: no FP8 output
 };
 
 std::vector<FusedCase> Cases(int ws) {
@@ -49,8 +51,9 @@ std::vector<FusedCase> Cases(int ws) {
     for (int d = 0; d < 3; ++d) {
       for (const auto& shape : shapes) {
         const int i = static_cast<int>(cases.size());
+        const float scales[] = {0, 0.25f, 0, 1.0f / 256, 0, 4.0f};
         cases.push_back({codec, d == 0 ? DType::kFloat16 : DType::kBFloat16, d == 2, shape[0],
-                         shape[1], i % 5, 500 + static_cast<uint64_t>(i)});
+                         shape[1], i % 5, 500 + static_cast<uint64_t>(i), scales[i % 6]});
       }
     }
   }
@@ -65,9 +68,10 @@ std::vector<uint16_t> Data(const FusedCase& c, int who, int64_t n) {
   return v;
 }
 
-// Runs one case as rank `me`; fills *ro / *no with this rank's outputs.
+// Runs one case as rank `me`; fills *ro / *no / *q with this rank's
+// outputs (*q empty without the FP8 output).
 Status RunFused(Communicator& comm, const FusedCase& c, std::vector<uint16_t>* ro,
-                std::vector<uint16_t>* no) {
+                std::vector<uint16_t>* no, std::vector<uint8_t>* q) {
   const int64_t n = c.tokens * c.hidden;
   std::vector<uint16_t> in = Data(c, comm.rank(), n);
   std::vector<uint16_t> residual = Data(c, 100, n), weight = Data(c, 101, c.hidden);
@@ -78,9 +82,15 @@ Status RunFused(Communicator& comm, const FusedCase& c, std::vector<uint16_t>* r
                                                       : ro->data();
   void* norm_out = c.layout == 3 ? in.data() : no->data();
   const void* res = c.layout == 4 ? nullptr : residual.data();
+  q->assign(c.fp8_scale != 0 ? static_cast<size_t>(n) : 0, 0x55);
   Status s =
-      comm.AllReduceResidualRmsNorm(in.data(), res, weight.data(), residual_out, norm_out, c.tokens,
-                                    c.hidden, 1e-5f, c.dtype, static_cast<Regime>(c.codec), c.cast);
+      c.fp8_scale != 0
+          ? comm.AllReduceResidualRmsNormFp8(in.data(), res, weight.data(), residual_out, norm_out,
+                                             q->data(), &c.fp8_scale, c.tokens, c.hidden, 1e-5f,
+                                             c.dtype, static_cast<Regime>(c.codec), c.cast)
+          : comm.AllReduceResidualRmsNorm(in.data(), res, weight.data(), residual_out, norm_out,
+                                          c.tokens, c.hidden, 1e-5f, c.dtype,
+                                          static_cast<Regime>(c.codec), c.cast);
   const auto* r = static_cast<const uint16_t*>(residual_out);
   const auto* o = static_cast<const uint16_t*>(norm_out);
   ro->assign(r, r + n);
@@ -90,7 +100,7 @@ Status RunFused(Communicator& comm, const FusedCase& c, std::vector<uint16_t>* r
 
 // The reference of the same call for the whole group.
 bool Verify(const Config& config, const FusedCase& c, int ws, const std::vector<uint16_t>& ro,
-            const std::vector<uint16_t>& no) {
+            const std::vector<uint16_t>& no, const std::vector<uint8_t>& q) {
   const int64_t n = c.tokens * c.hidden;
   kernels::TwoShotParams p;
   p.world_size = ws;
@@ -102,10 +112,13 @@ bool Verify(const Config& config, const FusedCase& c, int ws, const std::vector<
                                               WorkFormatOf(p.dtype, p.cast_bf16_to_fp16), p.codec);
   std::vector<std::vector<uint16_t>> in(ws), want_ro(ws, std::vector<uint16_t>(n)),
       want_no(ws, std::vector<uint16_t>(n));
+  std::vector<std::vector<uint8_t>> want_q(ws, std::vector<uint8_t>(c.fp8_scale != 0 ? n : 0));
   const std::vector<uint16_t> residual = Data(c, 100, n), weight = Data(c, 101, c.hidden);
   std::vector<const uint16_t*> ins, res;
   std::vector<uint16_t*> ros, nos;
+  std::vector<uint8_t*> qs;
   for (int r = 0; r < ws; ++r) {
+    qs.push_back(want_q[r].data());
     in[r] = Data(c, r, n);
     ins.push_back(in[r].data());
     res.push_back(c.layout == 4 ? nullptr : residual.data());
@@ -114,8 +127,10 @@ bool Verify(const Config& config, const FusedCase& c, int ws, const std::vector<
   }
   Status s = kernels::ReferenceAllReduceResidualRmsNorm(p, algorithm, c.tokens, c.hidden, 1e-5f,
                                                         ins.data(), res.data(), weight.data(),
-                                                        ros.data(), nos.data());
-  return s.ok() && ro == want_ro[0] && no == want_no[0];
+                                                        ros.data(), nos.data(),
+                                                        c.fp8_scale != 0 ? qs.data() : nullptr,
+                                                        c.fp8_scale);
+  return s.ok() && ro == want_ro[0] && no == want_no[0] && q == want_q[0];
 }
 
 int FusedWorker(const WorkerArgs& a) {
@@ -126,22 +141,24 @@ int FusedWorker(const WorkerArgs& a) {
   int failures = 0, index = 0;
   for (const FusedCase& c : Cases(ws)) {
     std::vector<uint16_t> ro, no;
-    Status s = RunFused(**comm, c, &ro, &no);
+    std::vector<uint8_t> q;
+    Status s = RunFused(**comm, c, &ro, &no, &q);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %d case %d: %s\n", a.rank(), index, s.ToString().c_str());
       return 3;
     }
-    char line[96];
-    std::snprintf(line, sizeof(line), "%d %016" PRIx64 " %016" PRIx64 "\n", index,
-                  Fingerprint(ro.data(), ro.size() * 2), Fingerprint(no.data(), no.size() * 2));
+    char line[128];
+    std::snprintf(line, sizeof(line), "%d %016" PRIx64 " %016" PRIx64 " %016" PRIx64 "\n", index,
+                  Fingerprint(ro.data(), ro.size() * 2), Fingerprint(no.data(), no.size() * 2),
+                  Fingerprint(q.data(), q.size()));
     fingerprints += line;
     // Each rank checks its share of the cases (the driver compares all).
-    if (index % ws == a.rank() && !Verify((*comm)->config(), c, ws, ro, no)) {
+    if (index % ws == a.rank() && !Verify((*comm)->config(), c, ws, ro, no, q)) {
       std::fprintf(stderr,
                    "rank %d: case %d (%s %s%s %" PRId64 "x%" PRId64
-                   " layout %d) differs from the reference\n",
+                   " layout %d fp8 scale %g) differs from the reference\n",
                    a.rank(), index, CodecName(c.codec), DTypeName(c.dtype), c.cast ? " cast" : "",
-                   c.tokens, c.hidden, c.layout);
+                   c.tokens, c.hidden, c.layout, static_cast<double>(c.fp8_scale));
       ++failures;
     }
     ++index;
@@ -158,6 +175,8 @@ int InvalidWorker(const WorkerArgs& a) {
   if (!comm.ok()) return 2;
   Communicator& c = **comm;
   alignas(16) uint16_t in[64] = {}, res[64] = {}, w[16] = {}, ro[64] = {}, no[64] = {};
+  alignas(16) uint8_t q[64] = {};
+  const float scale = 1.0f;
   const DType f16 = DType::kFloat16;
   const Regime fp = Regime::kFp;
   const Status bad[] = {
@@ -168,6 +187,10 @@ int InvalidWorker(const WorkerArgs& a) {
       c.AllReduceResidualRmsNorm(in + 1, res, w, ro, no, 1, 56, 1e-6f, f16, fp, false),
       c.AllReduceResidualRmsNorm(in, res, w, ro, no, 4, 16, 1e-6f, static_cast<DType>(7), fp,
                                  false),
+      c.AllReduceResidualRmsNormFp8(in, res, w, ro, no, q, nullptr, 4, 16, 1e-6f, f16, fp, false),
+      c.AllReduceResidualRmsNormFp8(in, res, w, ro, no, nullptr, &scale, 4, 16, 1e-6f, f16, fp,
+                                    false),
+      c.AllReduceResidualRmsNormFp8(in, res, w, ro, no, no, &scale, 4, 16, 1e-6f, f16, fp, false),
   };
   for (const Status& s : bad) {
     if (s.code() != StatusCode::kInvalidArgument) {

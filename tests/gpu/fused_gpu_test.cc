@@ -73,9 +73,12 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
   // kernel) takes must then run as one kernel (checked). split_rows: the
   // same for the row-split form of two-shot calls whose rows split exactly.
   // form: the one-launch kernel's thread layout (ResidualRmsNormRequest).
+  // fp8_scale: non-zero asks for the FP8 output with that scale (checked
+  // byte for byte too).
   void RunAndCheck(Codec codec, bool one_shot, size_t tokens, size_t hidden, int layout,
                    uint64_t seed, bool one_launch = true, bool split_rows = true,
-                   bool always = false, FusedRowForm form = FusedRowForm::kPolicy) {
+                   bool always = false, FusedRowForm form = FusedRowForm::kPolicy,
+                   float fp8_scale = 0) {
     const auto [ws, format] = GetParam();
     const DType dtype = WorkFormatDType(format);
     const size_t n = tokens * hidden;
@@ -83,14 +86,16 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
                  WorkFormatName(format) + " " + std::to_string(tokens) + "x" +
                  std::to_string(hidden) + " layout " + std::to_string(layout) +
                  (one_launch ? "" : " two launches") + (split_rows ? "" : " no split") +
-                 (always ? " one launch always" : "") + " form " + FusedRowFormName(form));
+                 (always ? " one launch always" : "") + " form " + FusedRowFormName(form) +
+                 (fp8_scale != 0 ? " fp8 scale " + std::to_string(fp8_scale) : ""));
+    const bool fp8 = fp8_scale != 0;
     std::vector<std::vector<uint16_t>> in(ws);
     for (int r = 0; r < ws; ++r) in[r] = testing::MakeInput(dtype, n, seed * 31 + r, false);
     const std::vector<uint16_t> residual = testing::MakeInput(dtype, n, seed * 31 + 97, false);
     const std::vector<uint16_t> weight = testing::MakeInput(dtype, hidden, seed * 31 + 98, false);
     const float eps = 1e-6f;
     std::deque<DeviceVec> keep;
-    std::vector<void*> d_in(ws), d_res(ws), d_w(ws), d_ro(ws), d_no(ws);
+    std::vector<void*> d_in(ws), d_res(ws), d_w(ws), d_ro(ws), d_no(ws), d_q(ws), d_scale(ws);
     const LocalCall call{format, codec, n, 10000, one_shot};
     // Every rank's buffers first, then every rank's launch back to back, as
     // LocalGroup::LaunchAll does: a launched rank's kernel waits for the
@@ -107,12 +112,19 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
       ASSERT_OK(gpu::Memcpy(d_w[r], weight.data(), hidden * 2));
       d_ro[r] = layout == 1 ? d_res[r] : layout == 3 ? d_in[r] : Alloc(r, n * 2, &keep);
       d_no[r] = layout == 1 ? d_in[r] : Alloc(r, n * 2, &keep);
+      if (fp8) {
+        d_q[r] = Alloc(r, n, &keep);
+        d_scale[r] = Alloc(r, 16, &keep);
+        ASSERT_TRUE(d_q[r] && d_scale[r]);
+        ASSERT_OK(gpu::Memcpy(d_scale[r], &fp8_scale, sizeof(float)));
+      }
     }
     for (int r = 0; r < ws; ++r) {
       ResidualRmsNormRequest norm{dtype,      layout == 2 ? nullptr : d_res[r],
                                   d_w[r],     d_ro[r],
                                   d_no[r],    tokens,
                                   hidden,     eps,
+                                  d_q[r],     static_cast<const float*>(d_scale[r]),
                                   one_launch, split_rows,
                                   always};
       norm.form = form;
@@ -125,7 +137,10 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
         ASSERT_OK_AND_ASSIGN(const bool split, group_->FusedSplitRows(call, norm));
         const bool exact = SplitRowsExact(format, codec, static_cast<int64_t>(tokens),
                                           static_cast<int64_t>(hidden), ws);
-        if (split != (split_rows && !one_shot && exact)) FAIL() << "row split chosen: " << split;
+        // The row-split form writes no FP8 output: such calls run two launches.
+        if (split != (split_rows && !one_shot && exact && !fp8)) {
+          FAIL() << "row split chosen: " << split;
+        }
         if (split) ++split_calls_;
       }
       ASSERT_OK(group_->LaunchResidualRmsNorm(r, call, d_in[r], norm));
@@ -135,23 +150,34 @@ class FusedGpuTest : public ::testing::TestWithParam<std::tuple<int, WorkFormat>
 
     std::vector<std::vector<uint16_t>> want_ro(ws, std::vector<uint16_t>(n)),
         want_no(ws, std::vector<uint16_t>(n));
+    std::vector<std::vector<uint8_t>> want_q(ws, std::vector<uint8_t>(n));
     std::vector<const uint16_t*> ins, res;
     std::vector<uint16_t*> ros, nos;
+    std::vector<uint8_t*> qs;
     for (int r = 0; r < ws; ++r) {
       ins.push_back(in[r].data());
       res.push_back(layout == 2 ? nullptr : residual.data());
       ros.push_back(want_ro[r].data());
       nos.push_back(want_no[r].data());
+      qs.push_back(want_q[r].data());
     }
     ASSERT_OK(ReferenceAllReduceResidualRmsNorm(
         testing::ReferenceParams(format, codec, ws, n),
         one_shot ? Algorithm::kOneShot : Algorithm::kTwoShot, static_cast<int64_t>(tokens),
         static_cast<int64_t>(hidden), eps, ins.data(), res.data(), weight.data(), ros.data(),
-        nos.data()));
+        nos.data(), fp8 ? qs.data() : nullptr, fp8_scale));
     for (int r = 0; r < ws; ++r) {
       ASSERT_OK(gpu::SetDevice(group_->device(r)));
       EXPECT_EQ(FirstDifference(Download(d_ro[r], n), want_ro[r]), "") << "residual_out rank " << r;
       EXPECT_EQ(FirstDifference(Download(d_no[r], n), want_no[r]), "") << "norm_out rank " << r;
+      if (fp8) {
+        const std::vector<uint16_t> got = Download(d_q[r], n / 2);  // n bytes
+        const auto* bytes = reinterpret_cast<const uint8_t*>(got.data());
+        size_t i = 0;
+        while (i < n && bytes[i] == want_q[r][i]) ++i;
+        EXPECT_EQ(i, n) << "quant_out rank " << r << " byte " << i << ": "
+                        << static_cast<int>(bytes[i]) << " want " << static_cast<int>(want_q[r][i]);
+      }
     }
   }
 
@@ -289,6 +315,40 @@ TEST_P(FusedGpuTest, EqualsTheHostReference) {
                     /*one_launch=*/true, /*split_rows=*/false);
         if (HasFatalFailure()) return;
       }
+    }
+  }
+}
+
+// The FP8 output against the host reference, byte for byte, in every form
+// that writes it: one launch (rows of one part, parts of a row as a
+// cluster, two chunks a thread, blocks walking several rows) and the two
+// launches after one-shot and after two-shot (the row-split form takes no
+// FP8 request: asked for, it runs two launches), in every buffer layout;
+// scales that saturate (1/512) and that reach e4m3's subnormals (8).
+TEST_P(FusedGpuTest, Fp8OutputEqualsTheHostReference) {
+  const int ws = std::get<0>(GetParam());
+  const size_t one_shot_max = static_cast<size_t>(OneShotMaxElems(ws));
+  const size_t shapes[][2] = {{1, 4096}, {16, 4096}, {5, 8192}, {130, 4096}, {3, 1032}};
+  const float scales[] = {0.5f, 1.0f / 512, 8.0f};
+  uint64_t seed = 500;
+  int index = 0;
+  for (const auto& shape : shapes) {
+    for (int layout = 0; layout < 4; ++layout, ++index) {
+      const float scale = scales[index % 3];
+      if (shape[0] * shape[1] <= one_shot_max) {
+        RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
+                    /*one_launch=*/true, /*split_rows=*/true, /*always=*/layout != 0,
+                    layout == 1 ? FusedRowForm::kLaneThreads : FusedRowForm::kPolicy, scale);
+        if (HasFatalFailure()) return;
+        RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
+                    /*one_launch=*/false, /*split_rows=*/true, false, FusedRowForm::kPolicy,
+                    scale);
+        if (HasFatalFailure()) return;
+      }
+      RunAndCheck(layout == 1 ? Codec::kInt8 : Codec::kFp, /*one_shot=*/false, shape[0], shape[1],
+                  layout, seed++, /*one_launch=*/true, /*split_rows=*/true, false,
+                  FusedRowForm::kPolicy, scale);
+      if (HasFatalFailure()) return;
     }
   }
 }
