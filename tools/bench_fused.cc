@@ -69,6 +69,14 @@ class FusedRunner {
       QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer w, gpu::DeviceBuffer::Malloc(max_hidden * 2));
       QR_RETURN_IF_ERROR(gpu::Memset(w.get(), 0x3C, max_hidden * 2));
       w_.push_back(std::move(w));
+      if (o_.fp8) {
+        QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer q, gpu::DeviceBuffer::Malloc(bytes / 2));
+        QR_ASSIGN_OR_RETURN(gpu::DeviceBuffer scale, gpu::DeviceBuffer::Malloc(sizeof(float)));
+        const float half = 0.5f;
+        QR_RETURN_IF_ERROR(gpu::Memcpy(scale.get(), &half, sizeof(half)));
+        q_.push_back(std::move(q));
+        scale_.push_back(std::move(scale));
+      }
     }
     std::vector<int> devices;
     for (int r = 0; r < o_.world_size; ++r) devices.push_back(group_->device(r));
@@ -126,8 +134,8 @@ class FusedRunner {
                                 cell.tokens,
                                 cell.hidden,
                                 1e-6f,
-                                /*quant_out=*/nullptr,
-                                /*quant_scale=*/nullptr,
+                                o_.fp8 ? q_[r].get() : nullptr,
+                                o_.fp8 ? static_cast<const float*>(scale_[r].get()) : nullptr,
                                 /*one_launch=*/v != Variant::kFusedTwoLaunches,
                                 /*split_rows=*/v != Variant::kFusedTwoLaunches,
                                 /*one_launch_always=*/v == Variant::kFusedOneLaunch};
@@ -185,6 +193,7 @@ class FusedRunner {
   const bool one_gpu_;
   std::unique_ptr<LocalGroup> group_;
   std::vector<gpu::DeviceBuffer> in_, res_, ro_, no_, w_;
+  std::vector<gpu::DeviceBuffer> q_, scale_;  // --fp8 only
   std::optional<bench::GraphTimer> timer_;
 };
 

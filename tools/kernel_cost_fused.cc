@@ -67,6 +67,7 @@ StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& ar
                "every cell two-shot: the row-split form where the tokens split over the ranks");
   tools::AddParsedOption<bool>(app, "--mode", o.alone, ParseAlone, "shared");
   tools::AddParsedOption<kernels::FusedRowForm>(app, "--form", o.form, ParseForm, "policy");
+  app.add_flag("--fp8", o.fp8, "every epilogue also writes the FP8 e4m3 output");
   app.add_option("--csv", o.csv_path, "CSV output path");
   QR_RETURN_IF_ERROR(tools::ParseCli(app, args, &o.help));
   if (o.alone && o.two_shot) {
@@ -86,7 +87,7 @@ std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
          " [--tokens 1,2,...,256] [--hiddens 4096,8192]\n"
          "    [--dtypes fp16,bf16] [--world-size 2] [--reps 7] [--iters 100]\n"
          "    [--gemm-rounds 4096] [--no-gemm] [--two-shot] [--mode shared|alone]\n"
-         "    [--form policy|chunk|lane] [--csv PATH]\n"
+         "    [--form policy|chunk|lane] [--fp8] [--csv PATH]\n"
          "  The fused all-reduce + residual + RMSNorm against the same all-reduce alone and\n"
          "  followed by a separate RMSNorm kernel, as one launch and two, " +
          (one_gpu ? "every rank on\n  GPU 0" : "one GPU per\n  rank") +
@@ -95,7 +96,8 @@ std::string FusedCostUsage(const std::string& tool, bool one_gpu) {
          "  row-split form where the tokens split over the ranks). --mode alone: rank 0's\n"
          "  kernels only, their SM-side cost (a no_waits or bare variant's binary; with the\n"
          "  GEMM, programmatic launch without peers on the GPU).\n"
-         "  --form: the one-launch kernel's threads, a thread a chunk or a thread a lane.\n";
+         "  --form: the one-launch kernel's threads, a thread a chunk or a thread a lane.\n"
+         "  --fp8: the fused and unfused epilogues also write the FP8 e4m3 output.\n";
 }
 
 std::vector<FusedCostCell> PlanFusedCells(const FusedCostOptions& o) {

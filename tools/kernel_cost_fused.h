@@ -60,13 +60,15 @@ struct FusedCostOptions {
   // --form: the one-launch kernel's thread layout in the fused and fused1
   // columns (ResidualRmsNormRequest::form).
   kernels::FusedRowForm form = kernels::FusedRowForm::kPolicy;
+  // --fp8: every epilogue (fused and unfused) also writes the FP8 output.
+  bool fp8 = false;
   std::string csv_path;
   bool help = false;
 };
 
 // The arguments after "--fused": --tokens, --hiddens, --dtypes (fp16,bf16),
 // --world-size, --reps, --iters, --gemm-rounds, --no-gemm, --two-shot,
-// --mode (shared, alone), --form (policy, chunk, lane), --csv.
+// --mode (shared, alone), --form (policy, chunk, lane), --fp8, --csv.
 // kInvalidArgument naming the flag; --mode alone with --two-shot (the
 // row-split form's collectives are not timed alone) is refused.
 [[nodiscard]] StatusOr<FusedCostOptions> ParseFusedCostArgs(const std::vector<std::string>& args);

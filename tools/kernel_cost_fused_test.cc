@@ -69,8 +69,10 @@ TEST(KernelCostFusedTest, AloneModeAndFormFlags) {
   auto o = ParseFusedCostArgs({});
   ASSERT_OK(o.status());
   EXPECT_FALSE(o->alone);
+  EXPECT_FALSE(o->fp8);
   EXPECT_EQ(o->form, kernels::FusedRowForm::kPolicy);
   EXPECT_OK(CheckFusedVariant(*o, ""));
+  EXPECT_TRUE(ParseFusedCostArgs({"--fp8"})->fp8);
   o = ParseFusedCostArgs({"--mode", "alone", "--form", "lane"});
   ASSERT_OK(o.status());
   EXPECT_TRUE(o->alone);
