@@ -18,7 +18,8 @@ from .communicator import Communicator, fallback_for, lookup, register_fallback
 from .errors import (AlreadyExists, Internal, InvalidArgument, PeerFailed, QuickReduceError,
                      Timeout, Unavailable, Unsupported)
 from .reference import (check_bound, config, error_bounds, reference_all_reduce,
-                        reference_all_reduce_residual_rmsnorm, version)
+                        reference_all_reduce_residual_rmsnorm,
+                        reference_all_reduce_residual_rmsnorm_fp8, version)
 
 __version__ = "0.1.0"
 
@@ -27,6 +28,7 @@ __all__ = [
     "Timeout", "PeerFailed", "Unsupported", "AlreadyExists", "Internal", "version", "config",
     "reference_all_reduce", "check_bound", "error_bounds", "lookup", "register_fallback",
     "fallback_for", "reference_all_reduce_residual_rmsnorm",
+    "reference_all_reduce_residual_rmsnorm_fp8",
 ]
 
 if "torch" in sys.modules:

@@ -86,6 +86,12 @@ def _declare(lib):
         "qr_reference_all_reduce_residual_rmsnorm": (
             c_int, [ctypes.POINTER(c_void), c_int, c_void, c_void, c_size, c_size,
                     ctypes.c_float, c_int, c_int, c_int, c_void, c_void]),
+        "qr_all_reduce_residual_rmsnorm_fp8": (
+            c_int, [c_void, c_void, c_void, c_void, c_void, c_void, c_void, c_void, c_size, c_size,
+                    ctypes.c_float, c_int, c_int, c_int, c_void]),
+        "qr_reference_all_reduce_residual_rmsnorm_fp8": (
+            c_int, [ctypes.POINTER(c_void), c_int, c_void, c_void, c_size, c_size,
+                    ctypes.c_float, c_void, c_int, c_int, c_int, c_void, c_void, c_void]),
         "qr_reduce_scatter_ex": (c_int, [c_void, c_void, c_void, c_size, c_int, c_int, c_int,
                                          c_void]),
         "qr_all_gather_ex": (c_int, [c_void, c_void, c_void, c_size, c_int, c_int, c_int, c_void]),

@@ -254,6 +254,19 @@ class Communicator:
             _lib.check_status(st)
         return out
 
+    def _fused_call(self, what, regime, cast_bf16_to_fp16, dtype):
+        """(handle, stream, regime, cast, forced dtype) of a fused call: the
+        configured regime and cast (QR_REGIME_CONFIGURED) when neither is given."""
+        c = self._c
+        if c is None:
+            self._handle(what)
+        stream = None if self._device is None else _cuda_stream(self._device)
+        if regime is None and cast_bf16_to_fp16 is None:
+            r, cast = _lib.QR_REGIME_CONFIGURED, 0
+        else:
+            r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
+        return c, stream, int(r), int(cast), DType.parse(dtype) if dtype is not None else None
+
     def all_reduce_residual_rmsnorm(self, x, residual, weight, eps, *, out=None,
                                     residual_out=None, regime=None, cast_bf16_to_fp16=None,
                                     dtype=None):
@@ -266,17 +279,33 @@ class Communicator:
         before anything is sent, as do a wrong dtype, device, layout or size.
         regime / cast_bf16_to_fp16 / dtype as in all_reduce."""
         from ._fused import run_residual_rmsnorm
-        c = self._c
-        if c is None:
-            self._handle("all_reduce_residual_rmsnorm")
-        stream = None if self._device is None else _cuda_stream(self._device)
-        if regime is None and cast_bf16_to_fp16 is None:
-            r, cast = _lib.QR_REGIME_CONFIGURED, 0
-        else:
-            r, cast = self._regime_cast(regime, cast_bf16_to_fp16)
+        c, stream, r, cast, forced = self._fused_call("all_reduce_residual_rmsnorm", regime,
+                                                      cast_bf16_to_fp16, dtype)
         return run_residual_rmsnorm(self._lib, c, self._device, x, residual, weight, eps, out,
-                                    residual_out, int(r), int(cast), stream,
-                                    DType.parse(dtype) if dtype is not None else None)
+                                    residual_out, r, cast, stream, forced)
+
+    def all_reduce_residual_rmsnorm_fp8(self, x, residual, weight, eps, scale, *, out=None,
+                                        residual_out=None, quant_out=None, regime=None,
+                                        cast_bf16_to_fp16=None, dtype=None):
+        """all_reduce_residual_rmsnorm, and the norm quantized to FP8 e4m3fn
+        with a static per-tensor scale for the next GEMM (vLLM's
+        fused_add_rms_norm_static_fp8_quant, FlashInfer's
+        kARResidualRMSNorm(Out)FP8Quant): quant_out = e4m3fn(float(out) *
+        (1 / scale)) per value, to nearest even, saturating at +-448, NaN ->
+        0x7F. `scale`: one float32 value (an array or tensor of one element) on
+        this communicator's device (host memory for the host backend), read
+        when the call runs, so a captured CUDA graph reads its value at each
+        replay. quant_out: one byte per value of x (float8_e4m3fn, or its
+        codes as uint8 / int8), disjoint from everything else; new unless
+        given (torch: float8_e4m3fn where torch has it, else uint8; NumPy:
+        uint8). Returns (quant_out, out, residual_out); out and residual_out
+        as in all_reduce_residual_rmsnorm, which also says what raises."""
+        from ._fused import run_residual_rmsnorm_fp8
+        c, stream, r, cast, forced = self._fused_call("all_reduce_residual_rmsnorm_fp8", regime,
+                                                      cast_bf16_to_fp16, dtype)
+        return run_residual_rmsnorm_fp8(self._lib, c, self._device, x, residual, weight, eps,
+                                        scale, out, residual_out, quant_out, r, cast, stream,
+                                        forced)
 
     def all_reduce_ptr(self, inp, out, count, dtype, *, regime=None, cast_bf16_to_fp16=None,
                        stream=None):

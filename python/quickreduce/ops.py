@@ -5,6 +5,8 @@
     torch.ops.quickreduce.reduce_scatter(tensor, world_size, group_name) -> Tensor
     torch.ops.quickreduce.all_gather(tensor, world_size, group_name) -> Tensor
       (along dimension 0; _collective_ops.py)
+    torch.ops.quickreduce.all_reduce_residual_rmsnorm(_fp8), all_reduce_residual_rmsnorm_
+      (the fused layer boundary; _fused_ops.py)
 
 `group_name` names an open Communicator of this process (its `name`, by
 default its group). The
@@ -26,7 +28,8 @@ from .communicator import fallback_for, lookup
 from .errors import InvalidArgument
 
 __all__ = ["all_reduce", "all_reduce_", "all_reduce_residual_rmsnorm",
-           "all_reduce_residual_rmsnorm_", "reduce_scatter", "all_gather", "LIBRARY"]
+           "all_reduce_residual_rmsnorm_", "all_reduce_residual_rmsnorm_fp8", "reduce_scatter",
+           "all_gather", "LIBRARY"]
 
 _NS = "quickreduce"
 
@@ -102,6 +105,7 @@ def _register():
         lib.impl("all_reduce_", _all_reduce_inplace_impl, key)
         lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fused_impl(_decide), key)
         lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fused_inplace_impl(_decide), key)
+        lib.impl("all_reduce_residual_rmsnorm_fp8", _fused_ops.fused_fp8_impl(_decide), key)
         for name, fn in _collective_ops.IMPLS.items():
             lib.impl(name, fn, key)
     register_fake = getattr(torch.library, "register_fake", None) or \
@@ -111,6 +115,7 @@ def _register():
         register_fake(_NS + "::all_reduce_", _fake_inplace, lib=lib)
         register_fake(_NS + "::all_reduce_residual_rmsnorm", _fused_ops.fake, lib=lib)
         register_fake(_NS + "::all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, lib=lib)
+        register_fake(_NS + "::all_reduce_residual_rmsnorm_fp8", _fused_ops.fake_fp8, lib=lib)
         for name, fn in _collective_ops.FAKES.items():
             register_fake(_NS + "::" + name, fn, lib=lib)
         fake_kind = register_fake.__name__
@@ -122,6 +127,7 @@ def _register():
             lib.impl("all_reduce_", _fake_inplace, key)
             lib.impl("all_reduce_residual_rmsnorm", _fused_ops.fake, key)
             lib.impl("all_reduce_residual_rmsnorm_", _fused_ops.fake_inplace, key)
+            lib.impl("all_reduce_residual_rmsnorm_fp8", _fused_ops.fake_fp8, key)
             for name, fn in _collective_ops.FAKES.items():
                 lib.impl(name, fn, key)
         fake_kind = "Meta"
@@ -154,6 +160,14 @@ def all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name):
     residual <- residual_out; returns (tensor, residual)."""
     torch.ops.quickreduce.all_reduce_residual_rmsnorm_(tensor, residual, weight, eps, group_name)
     return tensor, residual
+
+
+def all_reduce_residual_rmsnorm_fp8(tensor, residual, weight, scale, eps, group_name):
+    """torch.ops.quickreduce.all_reduce_residual_rmsnorm_fp8: (quant, out,
+    residual_out), quant = e4m3fn(out * (1 / scale)) (float8_e4m3fn, or uint8
+    codes on torch without it)."""
+    return torch.ops.quickreduce.all_reduce_residual_rmsnorm_fp8(tensor, residual, weight, scale,
+                                                                  eps, group_name)
 
 
 def reduce_scatter(tensor, world_size, group_name):

@@ -12,7 +12,7 @@ from ._enums import DType, Regime
 from .errors import InvalidArgument
 
 __all__ = ["version", "config", "reference_all_reduce", "check_bound", "error_bounds",
-           "reference_all_reduce_residual_rmsnorm"]
+           "reference_all_reduce_residual_rmsnorm", "reference_all_reduce_residual_rmsnorm_fp8"]
 
 
 def version():
@@ -119,3 +119,15 @@ def reference_all_reduce_residual_rmsnorm(inputs, residual, weight, eps, regime=
     from ._fused import reference
     _, _, r, cast, forced = _prepare(inputs, regime, cast_bf16_to_fp16, dtype)
     return reference(inputs, residual, weight, eps, r, cast, forced)
+
+
+def reference_all_reduce_residual_rmsnorm_fp8(inputs, residual, weight, eps, scale, regime=None,
+                                              cast_bf16_to_fp16=None, *, dtype=None):
+    """What a group of len(inputs) ranks computes for
+    all_reduce_residual_rmsnorm_fp8(x, residual, weight, eps, scale,
+    regime=...) where rank r's x is inputs[r]: (quant_out, out, residual_out)
+    as new host arrays/tensors, the same bits; quant_out holds the e4m3fn
+    codes as uint8. `scale` is a number or one float32 in host memory."""
+    from ._fused import reference_fp8
+    _, _, r, cast, forced = _prepare(inputs, regime, cast_bf16_to_fp16, dtype)
+    return reference_fp8(inputs, residual, weight, eps, scale, r, cast, forced)

@@ -1,4 +1,5 @@
-"""The adapters' fused all-reduce + residual + RMSNorm (issue 28) and vLLM's
+"""The adapters' fused all-reduce + residual + RMSNorm (issue 28; its static
+FP8 forms, kARResidualRMSNorm(Out)FP8Quant, too) and vLLM's
 sequence-parallel reduce-scatter / all-gather (issue 29) against the fakes in
 python/tests/fakes, which follow the stacks' own files (each names the
 repository, commit and path): vLLM's allreduce_rms_fusion.py (the function
@@ -126,6 +127,129 @@ def test_vllm_fused_allreduce_rmsnorm_and_sequence_parallelism_run_through_quick
         text = r["warnings"][0]
         assert "fuse_gemm_comms" in text
         assert "fuse_allreduce_rms" not in text and "enable_sp" not in text
+
+
+def _codes(t):
+    return t.view(torch.uint8)
+
+
+def _vllm_fp8_rank(rank, init_file):
+    dist = _gloo(rank, init_file)
+    try:
+        from quickreduce.integrations import vllm as qr_vllm
+        from vllm.config import (CompilationConfig, PassConfig, VllmConfig,
+                                 set_current_vllm_config)
+        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+        qr_vllm.register()
+        w = dist.group.WORLD
+        config = VllmConfig(CompilationConfig(PassConfig(fuse_allreduce_rms=True)))
+        with set_current_vllm_config(config):
+            tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        comm = tp.qr_comm.comm
+        import flashinfer.comm as fi
+        from vllm.compilation.passes.fusion import allreduce_rms_fusion as f
+        f.init_workspace(2)
+        pats = fi.AllReduceFusionPattern
+        qdt = getattr(torch, "float8_e4m3fn", torch.uint8)  # Debian's torch 1.13 has none
+        scale = torch.tensor([[0.05]])  # vLLM's static scale: [1, 1] float32
+        out = {}
+        before = len(fi.CALLS)
+        # AllReduceFusedAddRMSNormStaticQuantFP8Pattern: norm_out None, so the
+        # norm goes over allreduce_in and the residual is updated in place.
+        x, r, g = _inputs(rank, 256, 1024)
+        wq, wn, wr = comm.all_reduce_residual_rmsnorm_fp8(x.clone(), r.clone(), g, EPS, scale)
+        q = torch.empty(x.shape, dtype=qdt)
+        f.call_trtllm_fused_allreduce_norm(x, r, g, EPS, 2, True, True, 256,
+                                           pats.kARResidualRMSNormFP8Quant, quant_out=q,
+                                           scale_factor=scale)
+        out["add"] = (torch.equal(_codes(q), _codes(wq)), torch.equal(r, wr), torch.equal(x, wn))
+        # AllReduceFusedRMSNormStaticQuantFP8Pattern: a zero residual, a fresh
+        # norm_out, residual_out = allreduce_in (the all-reduce).
+        x, _, g = _inputs(rank, 256, 1024, seed=1)
+        zero = torch.zeros_like(x)
+        wq, wn, wr = comm.all_reduce_residual_rmsnorm_fp8(x.clone(), zero.clone(), g, EPS, scale)
+        norm, q = torch.empty_like(x), torch.empty(x.shape, dtype=qdt)
+        f.call_trtllm_fused_allreduce_norm(x, zero, g, EPS, 2, True, True, 256,
+                                           pats.kARResidualRMSNormFP8Quant, norm_out=norm,
+                                           quant_out=q, scale_factor=scale)
+        out["no_residual"] = (torch.equal(_codes(q), _codes(wq)), torch.equal(x, wr),
+                              torch.equal(norm, wn))
+        # kARResidualRMSNormOutFP8Quant (norm_out too) through both FlashInfer
+        # entry points as the module holds them: the unified allreduce_fusion
+        # and the legacy trtllm_allreduce_fusion (vLLM's collective_fusion.py
+        # @6a303fe2); kARResidualRMSNormFP8Quant without a norm_out.
+        x, r, g = _inputs(rank, 64, 2048, seed=3)
+        wq, wn, wr = comm.all_reduce_residual_rmsnorm_fp8(x.clone(), r.clone(), g, EPS, scale)
+        got = []
+        for entry in ("allreduce_fusion", "trtllm_allreduce_fusion", "no_norm_out"):
+            norm, ro, q = torch.empty_like(x), torch.empty_like(x), torch.empty(x.shape,
+                                                                                dtype=qdt)
+            common = dict(residual_in=r, residual_out=ro, norm_out=norm, quant_out=q,
+                          rms_gamma=g, rms_eps=EPS, scale_factor=scale.reshape([1]))
+            if entry == "trtllm_allreduce_fusion":
+                f.flashinfer_comm.trtllm_allreduce_fusion(
+                    allreduce_in=x, world_size=2, world_rank=rank, token_num=64,
+                    hidden_dim=2048, workspace_ptrs=None, launch_with_pdl=True,
+                    use_oneshot=True, trigger_completion_at_end=True, fp32_acc=True,
+                    pattern_code=pats.kARResidualRMSNormOutFP8Quant, allreduce_out=None,
+                    scale_out=None, layout_code=None, **common)
+            elif entry == "allreduce_fusion":
+                f.flashinfer_comm.allreduce_fusion(
+                    input=x, workspace=f._FI_WORKSPACE,
+                    pattern=pats.kARResidualRMSNormOutFP8Quant, **common)
+            else:
+                del common["norm_out"]
+                f.flashinfer_comm.allreduce_fusion(
+                    input=x, workspace=f._FI_WORKSPACE,
+                    pattern=pats.kARResidualRMSNormFP8Quant, **common)
+                norm = wn
+            got.append((torch.equal(_codes(q), _codes(wq)), torch.equal(norm, wn),
+                        torch.equal(ro, wr)))
+        out["entries"] = got
+        out["served"] = len(fi.CALLS) - before
+        # FlashInfer's: NVFP4 (AllReduceFusedAddRMSNormStaticQuantNVFP4Pattern's
+        # call), a scale of two values, a Python float scale, float32 tensors,
+        # a quant_out of the wrong size.
+        x, r, g = _inputs(rank, 64, 1024, seed=4)
+        q = torch.empty(x.shape, dtype=qdt)
+        f.call_trtllm_fused_allreduce_norm(
+            x, r, g, EPS, 2, True, True, 64, pats.kARResidualRMSNormFP4Quant,
+            quant_out=torch.empty(64, 512, dtype=torch.uint8),
+            scale_out=torch.empty(128, 4, dtype=torch.int32), scale_factor=torch.ones(1, 1))
+        f.call_trtllm_fused_allreduce_norm(x, r, g, EPS, 2, True, True, 64,
+                                           pats.kARResidualRMSNormFP8Quant, quant_out=q,
+                                           scale_factor=torch.ones(2))
+        f.flashinfer_comm.allreduce_fusion(
+            input=x, workspace=f._FI_WORKSPACE, pattern=pats.kARResidualRMSNormOutFP8Quant,
+            residual_in=r, residual_out=torch.empty_like(x), norm_out=torch.empty_like(x),
+            quant_out=q, rms_gamma=g, rms_eps=EPS, scale_factor=0.05)
+        f.call_trtllm_fused_allreduce_norm(x.float(), r.float(), g.float(), EPS, 2, True, True,
+                                           64, pats.kARResidualRMSNormFP8Quant, quant_out=q,
+                                           scale_factor=scale)
+        f.call_trtllm_fused_allreduce_norm(x, r, g, EPS, 2, True, True, 64,
+                                           pats.kARResidualRMSNormFP8Quant,
+                                           quant_out=q[:32], scale_factor=scale)
+        out["flashinfer"] = [p for _, p in fi.CALLS[before:]]
+        tp.destroy()
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_vllm_fp8_patterns_run_through_quickreduce_and_fp4_through_flashinfer():
+    """vLLM's static FP8 fusion (AllReduceFusionPass's FP8 patterns, and
+    FlashInfer's kARResidualRMSNormOutFP8Quant through either entry point)
+    runs Communicator.all_reduce_residual_rmsnorm_fp8, bit for bit; NVFP4 and
+    the FP8 calls quickreduce declines reach FlashInfer."""
+    with tempfile.TemporaryDirectory() as d:
+        results = run_processes(2, _vllm_fp8_rank, os.path.join(d, "init"),
+                                env={"QR_VLLM": "1"}, timeout=180)
+    for r in results:
+        assert r["add"] == (True, True, True)
+        assert r["no_residual"] == (True, True, True)
+        assert r["entries"] == [(True, True, True)] * 3
+        assert r["served"] == 0
+        assert r["flashinfer"] == [3, 2, 4, 2, 2]
 
 
 class _Lines(logging.Handler):

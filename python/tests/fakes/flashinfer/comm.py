@@ -9,8 +9,12 @@ rms_eps, ...) and the unified allreduce_fusion of allreduce.py @ba1f2066
 quant_out, scale_out, rms_gamma, rms_eps, weight_bias, ...), as vLLM and
 SGLang call them. The kernel is stood in for by torch.distributed on the
 default group: the sum in fp32, residual_out = sum + residual_in,
-norm_out = RMSNorm(residual_out) * gamma. CALLS counts the calls that reached
-FlashInfer (the fallback the adapter leaves in place)."""
+norm_out = RMSNorm(residual_out) * gamma, written by the patterns that have a
+norm output (kARResidualRMSNorm and the Out ones: HasNormOut in FusedOp,
+include/flashinfer/comm/trtllm_allreduce_fusion.cuh @04ebdfd2, where the FP8
+patterns quantize norm * (1 / *scale_factor)). The fake quantizes nothing:
+quant_out and scale_out keep what they held. CALLS records (input shape,
+pattern) of the calls that reached FlashInfer (those the adapter leaves it)."""
 import torch
 import torch.distributed as dist
 
@@ -36,7 +40,8 @@ def create_allreduce_fusion_workspace(**kwargs):
 
 
 def _fused(x, residual_in, residual_out, norm_out, rms_gamma, rms_eps, pattern):
-    assert pattern == AllReduceFusionPattern.kARResidualRMSNorm, "the fake runs no quant pattern"
+    p = AllReduceFusionPattern
+    assert p.kARResidualRMSNorm <= pattern <= p.kARResidualRMSNormOutFP4Quant, pattern
     s = x.float().clone()
     dist.all_reduce(s)
     r = (s.to(x.dtype).float() + residual_in.float()).to(x.dtype)
@@ -44,8 +49,10 @@ def _fused(x, residual_in, residual_out, norm_out, rms_gamma, rms_eps, pattern):
     n = (rf * torch.rsqrt(rf.pow(2).mean(dim=-1, keepdim=True) + rms_eps) *
          rms_gamma.float()).to(x.dtype)
     residual_out.copy_(r)
-    norm_out.copy_(n)
-    CALLS.append(tuple(x.shape))
+    if pattern in (p.kARResidualRMSNorm, p.kARResidualRMSNormOutFP8Quant,
+                   p.kARResidualRMSNormOutFP4Quant):
+        norm_out.copy_(n)
+    CALLS.append((tuple(x.shape), pattern))
 
 
 def trtllm_allreduce_fusion(*, allreduce_in, world_size, world_rank, token_num, hidden_dim,

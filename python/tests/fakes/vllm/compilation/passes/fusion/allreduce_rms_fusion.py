@@ -3,13 +3,21 @@ allreduce_rms_fusion.py @889b02f9: flashinfer_comm, a module global set when
 flashinfer.comm has allreduce_fusion and create_allreduce_fusion_workspace;
 call_trtllm_fused_allreduce_norm, the body of
 torch.ops.vllm.flashinfer_trtllm_fused_allreduce_norm that AllReduceFusionPass
-inserts (its replacement graphs pass norm_out=None for
-AllReduceFusedAddRMSNormPattern: in place, and a fresh norm_out with a zero
-residual for AllReduceRMSNormPattern), reading flashinfer_comm at each call
-and calling flashinfer_comm.allreduce_fusion with its keywords. Left out: the
-op registration (direct_register_custom_op keeps the function, which reads
-the global, so the op behaves as the function), the pattern classes, the
-device-capability one-shot table (use_oneshot True here)."""
+inserts, reading flashinfer_comm at each call and calling
+flashinfer_comm.allreduce_fusion with its keywords. What the pass's
+replacement graphs pass it:
+- AllReduceFusedAddRMSNormPattern: norm_out=None (in place);
+  AllReduceRMSNormPattern: a zero residual and a fresh norm_out.
+- The static FP8 patterns: pattern_code kARResidualRMSNormFP8Quant, a fresh
+  float8_e4m3fn quant_out, the static scale ([1, 1] float32) as scale_factor;
+  AllReduceFusedAddRMSNormStaticQuantFP8Pattern with norm_out=None,
+  AllReduceFusedRMSNormStaticQuantFP8Pattern with a zero residual and a
+  fresh norm_out.
+- The NVFP4 ones: kARResidualRMSNormFP4Quant, a uint8 quant_out of half the
+  width, an int32 scale_out and the global scale as scale_factor.
+Left out: the op registration (direct_register_custom_op keeps the function,
+which reads the global, so the op behaves as the function), the pattern
+classes, the device-capability one-shot table (use_oneshot True here)."""
 from importlib.util import find_spec
 
 flashinfer_comm = None
