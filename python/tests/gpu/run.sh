@@ -44,12 +44,14 @@ rc=${PIPESTATUS[0]}
 # shared-device mode. All of test_torch.py in one process is the regression
 # test for forking ranks from a parent that already ran torch ops (the
 # compiled fallback case stalled that way with torch 2.11; harness.py now
-# starts them from a fork server). The adapters' suites run here too, for
-# torch 2.x (CI's CPU tests have Debian's torch 1.13).
+# starts them from a fork server). The adapters' suites and the fused ops'
+# run here too, for torch 2.x (CI's CPU tests have Debian's torch 1.13, which
+# has no float8_e4m3fn: the FP8 op's float8 paths run only here).
 env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u QR_ALLOW_SHARED_DEVICE \
   python3 -m pytest -p no:cacheprovider -q -rs --junitxml="$out/python-cpu.xml" \
   python/tests/test_torch.py python/tests/test_library.py python/tests/test_integrations.py \
   python/tests/test_integrations_sglang.py python/tests/test_integrations_fused.py \
+  python/tests/test_torch_fused.py \
   python/tests/test_vllm_quick_all_reduce.py \
   python/tests/test_collectives.py python/tests/test_distributed.py 2>&1 |
   tee "$out/python-cpu.log"
