@@ -46,9 +46,9 @@ qr_status RunFused(const char* fn, qr_comm* c, const void* in, const void* resid
 }
 
 qr_status Reference(const void* const* inputs, int world_size, const void* residual,
-                    const void* weight, size_t tokens, size_t hidden, float eps,
-                    const float* scale, qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16,
-                    void* residual_out, void* norm_out, void* quant_out) {
+                    const void* weight, size_t tokens, size_t hidden, float eps, const float* scale,
+                    qr_dtype dtype, qr_regime regime, int cast_bf16_to_fp16, void* residual_out,
+                    void* norm_out, void* quant_out) {
   using qr::internal::RecordCStatus;
   if (hidden == 0 || hidden % qr::kernels::kRmsNormChunkElems != 0) {
     return RecordCStatus(Invalid("reference: hidden " + std::to_string(hidden) +
@@ -100,24 +100,23 @@ qr_status qr_all_reduce_residual_rmsnorm(qr_comm* c, const void* in, const void*
                                          const void* weight, void* residual_out, void* norm_out,
                                          size_t tokens, size_t hidden, float eps, qr_dtype dtype,
                                          qr_regime regime, int cast_bf16_to_fp16, void* stream) {
-  return RunFused("qr_all_reduce_residual_rmsnorm", c, in, residual, weight, residual_out,
-                  norm_out, nullptr, nullptr, tokens, hidden, eps, dtype, regime,
-                  cast_bf16_to_fp16, stream);
+  return RunFused("qr_all_reduce_residual_rmsnorm", c, in, residual, weight, residual_out, norm_out,
+                  nullptr, nullptr, tokens, hidden, eps, dtype, regime, cast_bf16_to_fp16, stream);
 }
 
 qr_status qr_all_reduce_residual_rmsnorm_fp8(qr_comm* c, const void* in, const void* residual,
-                                             const void* weight, void* residual_out,
-                                             void* norm_out, void* quant_out, const float* scale,
-                                             size_t tokens, size_t hidden, float eps,
-                                             qr_dtype dtype, qr_regime regime,
-                                             int cast_bf16_to_fp16, void* stream) {
+                                             const void* weight, void* residual_out, void* norm_out,
+                                             void* quant_out, const float* scale, size_t tokens,
+                                             size_t hidden, float eps, qr_dtype dtype,
+                                             qr_regime regime, int cast_bf16_to_fp16,
+                                             void* stream) {
   if (quant_out == nullptr || scale == nullptr) {
     return qr::internal::RecordCStatus(
         Invalid("qr_all_reduce_residual_rmsnorm_fp8: quant_out and scale must not be NULL"));
   }
   return RunFused("qr_all_reduce_residual_rmsnorm_fp8", c, in, residual, weight, residual_out,
-                  norm_out, quant_out, scale, tokens, hidden, eps, dtype, regime,
-                  cast_bf16_to_fp16, stream);
+                  norm_out, quant_out, scale, tokens, hidden, eps, dtype, regime, cast_bf16_to_fp16,
+                  stream);
 }
 
 qr_status qr_reference_all_reduce_residual_rmsnorm(const void* const* inputs, int world_size,
@@ -135,8 +134,7 @@ qr_status qr_reference_all_reduce_residual_rmsnorm_fp8(
     size_t tokens, size_t hidden, float eps, const float* scale, qr_dtype dtype, qr_regime regime,
     int cast_bf16_to_fp16, void* residual_out, void* norm_out, void* quant_out) {
   if (quant_out == nullptr || scale == nullptr) {
-    return qr::internal::RecordCStatus(
-        Invalid("reference: quant_out and scale must not be NULL"));
+    return qr::internal::RecordCStatus(Invalid("reference: quant_out and scale must not be NULL"));
   }
   return Reference(inputs, world_size, residual, weight, tokens, hidden, eps, scale, dtype, regime,
                    cast_bf16_to_fp16, residual_out, norm_out, quant_out);

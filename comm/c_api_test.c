@@ -136,8 +136,8 @@ static int run_rank(const char* group, int rank) {
     EXPECT(memcmp(q, want_q, sizeof q) == 0);
     /* Norms of 1..3 times 8 (1 / scale) are normal e4m3 values: not all zero. */
     EXPECT(want_q[5] != 0 && want_q[5] != 0x7E);
-    EXPECT(qr_all_reduce_residual_rmsnorm_fp8(c, x[rank], res, w, ro, no, q, NULL, kTokens,
-                                              kHidden, 1e-5f, QR_FLOAT16, QR_REGIME_FP, 0,
+    EXPECT(qr_all_reduce_residual_rmsnorm_fp8(c, x[rank], res, w, ro, no, q, NULL, kTokens, kHidden,
+                                              1e-5f, QR_FLOAT16, QR_REGIME_FP, 0,
                                               NULL) == QR_INVALID_ARGUMENT);
     EXPECT(contains(qr_last_error(), "quant_out and scale"));
   }

@@ -109,17 +109,15 @@ class Communicator {
   [[nodiscard]] Status AllReduceResidualRmsNormFp8(const void* in, const void* residual,
                                                    const void* weight, void* residual_out,
                                                    void* norm_out, void* quant_out,
-                                                   const float* scale, size_t tokens,
-                                                   size_t hidden, float eps, DType dtype,
-                                                   Regime regime, bool cast_bf16_to_fp16,
-                                                   void* stream = nullptr);
+                                                   const float* scale, size_t tokens, size_t hidden,
+                                                   float eps, DType dtype, Regime regime,
+                                                   bool cast_bf16_to_fp16, void* stream = nullptr);
   // The same with the configured regime, cast and FP threshold.
   [[nodiscard]] Status AllReduceResidualRmsNormFp8(const void* in, const void* residual,
                                                    const void* weight, void* residual_out,
                                                    void* norm_out, void* quant_out,
-                                                   const float* scale, size_t tokens,
-                                                   size_t hidden, float eps, DType dtype,
-                                                   void* stream = nullptr);
+                                                   const float* scale, size_t tokens, size_t hidden,
+                                                   float eps, DType dtype, void* stream = nullptr);
   // Reduce-scatter (comm/collectives.cc, docs/collectives.md): `in` holds
   // world_size * recvcount values, `out` gets rank()'s recvcount values
   // [rank * recvcount, (rank + 1) * recvcount) of the sum: the two-shot's

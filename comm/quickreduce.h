@@ -289,11 +289,10 @@ qr_status qr_reference_all_reduce_residual_rmsnorm(const void* const* inputs, in
  * A NULL quant_out or scale is QR_INVALID_ARGUMENT; other arguments and
  * statuses as qr_all_reduce_residual_rmsnorm. */
 qr_status qr_all_reduce_residual_rmsnorm_fp8(qr_comm* c, const void* in, const void* residual,
-                                             const void* weight, void* residual_out,
-                                             void* norm_out, void* quant_out, const float* scale,
-                                             size_t tokens, size_t hidden, float eps,
-                                             qr_dtype dtype, qr_regime regime,
-                                             int cast_bf16_to_fp16, void* stream);
+                                             const void* weight, void* residual_out, void* norm_out,
+                                             void* quant_out, const float* scale, size_t tokens,
+                                             size_t hidden, float eps, qr_dtype dtype,
+                                             qr_regime regime, int cast_bf16_to_fp16, void* stream);
 
 /* The host reference of that call: qr_reference_all_reduce_residual_rmsnorm,
  * then quant_out (tokens * hidden bytes, disjoint from the other outputs)

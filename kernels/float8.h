@@ -40,7 +40,7 @@ constexpr uint8_t E4m3FromFloatBits(uint32_t f) {
   // fp32 zeros and subnormals are far below half a unit.
   if (exp == 0) return sign;
   const uint32_t significand = (mag & 0x7FFFFFu) | 0x800000u;  // value = s * 2^(exp - 150)
-  const uint32_t shift = 141u - exp;                            // units = s >> shift, >= 21
+  const uint32_t shift = 141u - exp;                           // units = s >> shift, >= 21
   if (shift >= 32) return sign;
   const uint32_t units = significand >> shift;
   const uint32_t rest = significand & ((1u << shift) - 1u);

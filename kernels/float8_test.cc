@@ -56,8 +56,7 @@ TEST(Float8Test, DecodesEveryCodeAsDefined) {
       EXPECT_TRUE(std::isnan(Value(static_cast<uint8_t>(q)))) << q;
       continue;
     }
-    EXPECT_EQ(static_cast<double>(Value(static_cast<uint8_t>(q))),
-              Defined(static_cast<uint8_t>(q)))
+    EXPECT_EQ(static_cast<double>(Value(static_cast<uint8_t>(q))), Defined(static_cast<uint8_t>(q)))
         << q;
     EXPECT_EQ(std::signbit(Value(static_cast<uint8_t>(q))), (q & 0x80) != 0) << q;
   }
@@ -103,9 +102,9 @@ TEST(Float8Test, SaturatesNaNsAndTinyValues) {
   EXPECT_EQ(Encode(0.0f), 0x00);
   EXPECT_EQ(Encode(-0.0f), 0x80);
   EXPECT_EQ(Encode(std::numeric_limits<float>::denorm_min()), 0x00);
-  EXPECT_EQ(Encode(std::ldexp(1.0f, -10)), 0x00);                         // half of 2^-9: even
+  EXPECT_EQ(Encode(std::ldexp(1.0f, -10)), 0x00);                        // half of 2^-9: even
   EXPECT_EQ(Encode(std::nextafter(std::ldexp(1.0f, -10), 1.0f)), 0x01);  // just above half
-  EXPECT_EQ(Encode(std::ldexp(1.5f, -9)), 0x02);                          // 1.5 units: even 2
+  EXPECT_EQ(Encode(std::ldexp(1.5f, -9)), 0x02);                         // 1.5 units: even 2
 }
 
 TEST(Float8Test, AgreesWithTheSearchOnRandomValues) {

@@ -88,8 +88,8 @@ void ApplyResidualRmsNorm(const ResidualRmsNormRows& rows, int64_t first, int64_
 [[nodiscard]] Status ReferenceAllReduceResidualRmsNorm(
     const TwoShotParams& p, Algorithm algorithm, int64_t tokens, int64_t hidden, float eps,
     const uint16_t* const* inputs, const uint16_t* const* residual, const uint16_t* weight,
-    uint16_t* const* residual_out, uint16_t* const* norm_out,
-    uint8_t* const* quant_out = nullptr, float quant_scale = 1.0f);
+    uint16_t* const* residual_out, uint16_t* const* norm_out, uint8_t* const* quant_out = nullptr,
+    float quant_scale = 1.0f);
 
 }  // namespace qr::kernels
 

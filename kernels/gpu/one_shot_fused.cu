@@ -34,10 +34,10 @@
 // same-index block of each peer, as in the plain kernel.
 #include <hip/hip_runtime.h>
 
+#include "kernels/gpu/fp8_output.cuh"
 #include "kernels/gpu/fused_lanes.cuh"
 #include "kernels/gpu/one_shot_device.cuh"
 #include "kernels/gpu/one_shot_fused.cuh"
-#include "kernels/gpu/fp8_output.cuh"
 #include "kernels/gpu/one_shot_fused_slots.h"
 #include "kernels/gpu/rmsnorm_inverse.cuh"
 #include "kernels/gpu/two_shot_device.cuh"
@@ -220,6 +220,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
     }
   }
 
+  // The FP8 output's 1 / scale for every row, loaded after the push (whose
+  // start matters) while the peers' atoms are on their way; every row has a
+  // block (or cluster) barrier before its norm.
+  __shared__ float fp8_inv_scale;
+  if (fp.quant_out != nullptr && t == threads - 1) {
+    fp8_inv_scale = Fp8InverseScaleOf(fp.quant_scale);
+  }
+
   if (!kOneChunk) {
     // Each thread reads back only its own chunks' weight: no barrier.
 #pragma unroll
@@ -358,8 +366,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1) FusedOneShotKernel(FusedO
       if (row_ok == 0) ok = false;
     }
     if (!ok) continue;
-    // Read per row, not kept across the kernel: registers are short.
-    const float inv_scale = fp.quant_out != nullptr ? Fp8InverseScaleOf(fp.quant_scale) : 0.0f;
+    const float inv_scale = fp.quant_out != nullptr ? fp8_inv_scale : 0.0f;
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {
       if (!active(k)) continue;

@@ -18,14 +18,14 @@ namespace qr::kernels::gpu {
 inline constexpr int kFusedMaxAreas = kTwoShotMaxLayoutBlocks;
 
 struct FusedOneShotParams {
-  KernelParams base;     // in, out (= norm_out), bytes and the one-shot fields
-  const char* residual;  // tokens x hidden, or nullptr: none
-  const char* weight;    // hidden
-  char* residual_out;    // tokens x hidden
-  char* quant_out;       // tokens x hidden e4m3 bytes, or nullptr: no FP8 output
+  KernelParams base;         // in, out (= norm_out), bytes and the one-shot fields
+  const char* residual;      // tokens x hidden, or nullptr: none
+  const char* weight;        // hidden
+  char* residual_out;        // tokens x hidden
+  char* quant_out;           // tokens x hidden e4m3 bytes, or nullptr: no FP8 output
   const float* quant_scale;  // with quant_out (device memory)
-  size_t tokens;         // > 0
-  size_t hidden;         // a positive multiple of kRmsNormChunkElems
+  size_t tokens;             // > 0
+  size_t hidden;             // a positive multiple of kRmsNormChunkElems
   float eps;
   int slot_rows;             // FusedSlots::rows (the stride is base.oneshot_blocks)
   size_t lanes;              // TwoShotLayout::fused_lanes: this rank's lane inboxes in its buffer

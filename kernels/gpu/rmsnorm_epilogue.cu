@@ -46,7 +46,9 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
   platform::WaitForPriorKernels();
   __shared__ float lanes[kLanes];
   const size_t chunks = p.hidden / kRmsNormChunkElems;
-  const float inv_scale = p.quant_out != nullptr ? gpu::Fp8InverseScaleOf(p.quant_scale) : 0.0f;
+  // The FP8 output's scale: loaded now, divided into only before the first
+  // norm, so its latency hides behind the row's loads.
+  const float scale = p.quant_out != nullptr ? *p.quant_scale : 1.0f;
   for (size_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
     const size_t row = t * p.hidden * 2;
     // Lane threadIdx.x: its chunks in increasing order, each value's square
@@ -79,6 +81,7 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
     }
     const float inv = gpu::RmsNormInverseOf(lanes[0], p.hidden, p.eps);
     __syncthreads();  // everyone has read lanes[0] before the next row writes it
+    const float inv_scale = platform::DivRn(1.0f, scale);
     for (size_t c = threadIdx.x; c < chunks; c += kLanes) {
       const size_t off = row + c * 16;
       float x[8], w[8];

@@ -125,11 +125,9 @@ bool Verify(const Config& config, const FusedCase& c, int ws, const std::vector<
     ros.push_back(want_ro[r].data());
     nos.push_back(want_no[r].data());
   }
-  Status s = kernels::ReferenceAllReduceResidualRmsNorm(p, algorithm, c.tokens, c.hidden, 1e-5f,
-                                                        ins.data(), res.data(), weight.data(),
-                                                        ros.data(), nos.data(),
-                                                        c.fp8_scale != 0 ? qs.data() : nullptr,
-                                                        c.fp8_scale);
+  Status s = kernels::ReferenceAllReduceResidualRmsNorm(
+      p, algorithm, c.tokens, c.hidden, 1e-5f, ins.data(), res.data(), weight.data(), ros.data(),
+      nos.data(), c.fp8_scale != 0 ? qs.data() : nullptr, c.fp8_scale);
   return s.ok() && ro == want_ro[0] && no == want_no[0] && q == want_q[0];
 }
 

@@ -341,8 +341,7 @@ TEST_P(FusedGpuTest, Fp8OutputEqualsTheHostReference) {
                     layout == 1 ? FusedRowForm::kLaneThreads : FusedRowForm::kPolicy, scale);
         if (HasFatalFailure()) return;
         RunAndCheck(Codec::kFp, /*one_shot=*/true, shape[0], shape[1], layout, seed++,
-                    /*one_launch=*/false, /*split_rows=*/true, false, FusedRowForm::kPolicy,
-                    scale);
+                    /*one_launch=*/false, /*split_rows=*/true, false, FusedRowForm::kPolicy, scale);
         if (HasFatalFailure()) return;
       }
       RunAndCheck(layout == 1 ? Codec::kInt8 : Codec::kFp, /*one_shot=*/false, shape[0], shape[1],

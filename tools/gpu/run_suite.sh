@@ -172,6 +172,8 @@ for p in $suite; do
       # Then through the real stack (processes, broker, graph replay): on one
       # GPU its ranks share it under MPS.
       part fused "$(lim 300 300)" .device/bin/fused_gpu_test --gtest_brief=1
+      # The FP8 output's conversion on every fp32 value.
+      [[ -x .device/bin/fp8_gpu_test ]] && part fp8 60 .device/bin/fp8_gpu_test --gtest_brief=1
       [[ -x .device/bin/fused_backend_test ]] && shared_gpu &&
         part fused-backend 240 ${shared[@]+"${shared[@]}"} .device/bin/fused_backend_test \
           --broker=.device/bin/qr-broker --gtest_brief=1 ;;

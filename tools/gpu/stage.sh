@@ -13,6 +13,7 @@ targets=(
   //tests/gpu:collectives_gpu_test
   //tests/gpu:collectives_backend_test
   //tests/gpu:fused_gpu_test
+  //tests/gpu:fp8_gpu_test
   //tests/gpu:fused_backend_test
   //tests/gpu:packed_codec_gpu_test
   //tests/gpu:packed_cast_gpu_test
