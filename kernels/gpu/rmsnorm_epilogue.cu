@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kLanes) ResidualRmsNormKernel(EpilogueParams p
     }
     const float inv = gpu::RmsNormInverseOf(lanes[0], p.hidden, p.eps);
     __syncthreads();  // everyone has read lanes[0] before the next row writes it
-    const float inv_scale = platform::DivRn(1.0f, scale);
+    const float inv_scale = p.quant_out != nullptr ? platform::DivRn(1.0f, scale) : 0.0f;
     for (size_t c = threadIdx.x; c < chunks; c += kLanes) {
       const size_t off = row + c * 16;
       float x[8], w[8];

@@ -23,6 +23,13 @@ from harness import run_processes, run_threads  # noqa: E402
 from quickreduce import _fused_ops  # noqa: E402
 
 HAS_COMPILE = hasattr(torch, "compile")
+# The fallback tests run the op as called and under torch.compile where it exists.
+EAGER_AND_COMPILED = pytest.mark.parametrize("compile_it", [
+    False,
+    pytest.param(True, marks=pytest.mark.skipif(not HAS_COMPILE,
+                                                reason="torch %s has no torch.compile"
+                                                % torch.__version__)),
+], ids=["eager", "compiled"])
 EPS = 1e-6
 
 
@@ -112,12 +119,7 @@ def _gloo_rank(rank, init_file, compile_it):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("compile_it", [
-    False,
-    pytest.param(True, marks=pytest.mark.skipif(not HAS_COMPILE,
-                                                reason="torch %s has no torch.compile"
-                                                % torch.__version__)),
-], ids=["eager", "compiled"])
+@EAGER_AND_COMPILED
 def test_fused_op_falls_back_at_run_time(compile_it, monkeypatch):
     with tempfile.TemporaryDirectory() as d:
         results = run_processes(2, _gloo_rank, os.path.join(d, "init"), compile_it,
@@ -228,12 +230,7 @@ def _gloo_fp8_rank(rank, init_file, compile_it):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("compile_it", [
-    False,
-    pytest.param(True, marks=pytest.mark.skipif(not HAS_COMPILE,
-                                                reason="torch %s has no torch.compile"
-                                                % torch.__version__)),
-], ids=["eager", "compiled"])
+@EAGER_AND_COMPILED
 def test_fp8_op_falls_back_at_run_time(compile_it):
     with tempfile.TemporaryDirectory() as d:
         results = run_processes(2, _gloo_fp8_rank, os.path.join(d, "init"), compile_it,
