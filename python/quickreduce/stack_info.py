@@ -46,7 +46,7 @@ BYPASS_PATHS = [
     ("vllm", "fuse_allreduce_rms", ("fuse_allreduce_rms", "enable_fi_allreduce_fusion"),
      "FlashInfer's fused all-reduce + RMSNorm replaces the all-reduce",
      "the adapter runs the FlashInfer fused all-reduce + residual + RMSNorm calls it can take "
-     "(16-bit, no quantized output) through quickreduce's fused collective"),
+     "(16-bit, with or without a static FP8 output) through quickreduce's fused collective"),
     ("vllm", "enable_sp", ("enable_sp", "enable_sequence_parallelism"),
      "sequence parallelism turns the all-reduce into reduce-scatter + all-gather",
      "the adapter runs the reduce-scatter / all-gather calls it can take (16-bit, along "
