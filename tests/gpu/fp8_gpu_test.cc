@@ -35,8 +35,8 @@ TEST(Fp8GpuTest, EveryFp32ValueConvertsAsTheHost) {
 TEST(Fp8GpuTest, ChunkBytesAreInValueOrder) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const float values[16] = {1.0f, -2.0f, 448.0f, 500.0f, -inf, nan, -nan, 0.0f,
-                            -0.0f, 0.001953125f, 0.0009765625f, 3.0f, 240.0f, 0.5f, -0.25f, 7.0f};
+  const float values[16] = {1.0f,  -2.0f,        448.0f,        500.0f, -inf,   nan,  -nan,   0.0f,
+                            -0.0f, 0.001953125f, 0.0009765625f, 3.0f,   240.0f, 0.5f, -0.25f, 7.0f};
   std::vector<uint32_t> bits(16);
   for (int i = 0; i < 16; ++i) bits[i] = Bits(values[i]);
   std::vector<uint8_t> codes(16);
