@@ -261,19 +261,16 @@ Status Communicator::AllReduceResidualRmsNorm(const void* in, const void* residu
                                               void* norm_out, size_t tokens, size_t hidden,
                                               float eps, DType dtype, Regime regime,
                                               bool cast_bf16_to_fp16, void* stream) {
-  return impl_->RunResidualRmsNorm(in, norm_out,
-                                   {residual, weight, residual_out, tokens, hidden, eps}, dtype,
-                                   regime, cast_bf16_to_fp16, /*apply_threshold=*/false, stream);
+  return AllReduceResidualRmsNormFp8(in, residual, weight, residual_out, norm_out, nullptr, nullptr,
+                                     tokens, hidden, eps, dtype, regime, cast_bf16_to_fp16, stream);
 }
 
 Status Communicator::AllReduceResidualRmsNorm(const void* in, const void* residual,
                                               const void* weight, void* residual_out,
                                               void* norm_out, size_t tokens, size_t hidden,
                                               float eps, DType dtype, void* stream) {
-  return impl_->RunResidualRmsNorm(in, norm_out,
-                                   {residual, weight, residual_out, tokens, hidden, eps}, dtype,
-                                   impl_->config.regime, impl_->config.cast_bf16_to_fp16,
-                                   /*apply_threshold=*/true, stream);
+  return AllReduceResidualRmsNormFp8(in, residual, weight, residual_out, norm_out, nullptr, nullptr,
+                                     tokens, hidden, eps, dtype, stream);
 }
 
 Status Communicator::AllReduceResidualRmsNormFp8(const void* in, const void* residual,

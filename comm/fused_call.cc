@@ -15,6 +15,8 @@ struct Buffer {
   const char* name;
   const void* p;
   uint64_t bytes;
+  uint64_t align;    // bytes
+  bool may_be_null;  // an optional buffer, absent
 };
 
 std::string Address(const void* p) {
@@ -65,25 +67,22 @@ Status CheckResidualRmsNormArgs(const void* in, void* norm_out, const ResidualRm
     return Invalid(std::string("the FP8 output needs both quant_out and scale; ") +
                    (args.quant_out == nullptr ? "quant_out" : "scale") + " is NULL");
   }
-  if (reinterpret_cast<uintptr_t>(args.quant_scale) % alignof(float) != 0) {
-    return Invalid("scale (" + Address(args.quant_scale) + ") is not 4-byte aligned");
-  }
-  // The FP8 entries last: with no FP8 output they are NULL and skipped.
-  const Buffer buffers[] = {{"in", in, bytes},
-                            {"residual", args.residual, bytes},
-                            {"weight", args.weight, static_cast<uint64_t>(args.hidden) * 2},
-                            {"residual_out", args.residual_out, bytes},
-                            {"norm_out", norm_out, bytes},
-                            {"quant_out", args.quant_out, bytes / 2},
-                            {"scale", args.quant_scale, sizeof(float)}};
+  const uint64_t weight_bytes = static_cast<uint64_t>(args.hidden) * 2;
+  const Buffer buffers[] = {{"in", in, bytes, kMessageAlignBytes, false},
+                            {"residual", args.residual, bytes, kMessageAlignBytes, true},
+                            {"weight", args.weight, weight_bytes, kMessageAlignBytes, false},
+                            {"residual_out", args.residual_out, bytes, kMessageAlignBytes, false},
+                            {"norm_out", norm_out, bytes, kMessageAlignBytes, false},
+                            {"quant_out", args.quant_out, bytes / 2, kMessageAlignBytes, !fp8},
+                            {"scale", args.quant_scale, sizeof(float), alignof(float), !fp8}};
   for (const Buffer& b : buffers) {
-    const std::string name = b.name;
     if (b.p == nullptr) {
-      if (name == "residual" || (!fp8 && (name == "quant_out" || name == "scale"))) continue;
-      return Invalid(name + " is NULL");
+      if (b.may_be_null) continue;
+      return Invalid(std::string(b.name) + " is NULL");
     }
-    if (name != "scale" && reinterpret_cast<uintptr_t>(b.p) % kMessageAlignBytes != 0) {
-      return Invalid(name + " (" + Address(b.p) + ") is not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(b.p) % b.align != 0) {
+      return Invalid(std::string(b.name) + " (" + Address(b.p) + ") is not " +
+                     std::to_string(b.align) + "-byte aligned");
     }
   }
   if (bytes == 0) return OkStatus();

@@ -2,29 +2,18 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 
 #include "gtest/gtest.h"
+#include "kernels/float16.h"
 
 namespace qr::kernels {
 namespace {
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
+float Value(uint8_t q) { return BitsToFloat(E4m3ToFloatBits(q)); }
 
-float Value(uint8_t q) {
-  const uint32_t u = E4m3ToFloatBits(q);
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-uint8_t Encode(float f) { return E4m3FromFloatBits(Bits(f)); }
+uint8_t Encode(float f) { return E4m3FromFloatBits(FloatBits(f)); }
 
 // The format from its definition, independent of the bit tricks:
 // (-1)^s * 2^(e-7) * (1 + m/8), or 2^-6 * m/8 when e == 0.
@@ -120,9 +109,7 @@ TEST(Float8Test, AgreesWithTheSearchOnRandomValues) {
   std::uniform_int_distribution<uint32_t> any;
   for (int i = 0; i < 200000; ++i) {
     const uint32_t u = any(rng);
-    float f;
-    std::memcpy(&f, &u, sizeof(f));
-    ASSERT_EQ(E4m3FromFloatBits(u), Nearest(f)) << u;
+    ASSERT_EQ(E4m3FromFloatBits(u), Nearest(BitsToFloat(u))) << u;
   }
 }
 

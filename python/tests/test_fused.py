@@ -6,39 +6,23 @@ must equal the library's host reference of the same call bit for bit, so all
 ranks agree; invalid arguments raise before anything is sent."""
 
 import hashlib
-import os
 
 import numpy as np
 import pytest
 
 import quickreduce as qr
 from data import make_input
-from harness import run_processes, run_threads
+from fused_cases import ENV, WORLD_SIZES, GroupRuns, base_cases
+from fused_cases import call_kwargs as _kwargs
+from harness import run_threads
 
-WORLD_SIZES = (2, 4, 8)
-ENV = {"QR_ONE_SHOT_MAX_KB": "64"}  # 32 x 1024 fp16 (64 KiB) is one-shot, larger is two-shot
 EPS = 1e-5
 SEED = 2801
 
 
 def cases_for(ws):
-    out = []
-    for regime in ["FP", "INT8", "INT4"] + (["INT3"] if ws == 2 else []) + [None]:
-        for dt in ("fp16", "bf16", "bf16cast"):
-            if regime is None and dt == "bf16cast":
-                continue
-            for tokens, hidden in ((1, 64), (32, 1024), (40, 1032)):
-                out.append((regime, dt, tokens, hidden, len(out) % 4))
-    return out
-
-
-def _kwargs(case):
-    regime, dt, _, _, _ = case
-    kw = {"dtype": "bfloat16" if dt.startswith("bf16") else "float16"}
-    if regime is not None:
-        kw["regime"] = regime
-        kw["cast_bf16_to_fp16"] = dt == "bf16cast"
-    return kw
+    """base_cases, each with its buffer layout (below)."""
+    return [c + (n % 4,) for n, c in enumerate(base_cases(ws))]
 
 
 def _data(case, i, who):
@@ -74,15 +58,7 @@ def _rank_body(rank, ws, group, cases):
     return digests
 
 
-_results = {}
-
-
-def _group_results(ws):
-    if ws not in _results:
-        group = "pyfused-ws%d-%d" % (ws, os.getpid())
-        _results[ws] = run_processes(ws, _rank_body, ws, group, cases_for(ws), env=ENV,
-                                     timeout=240)
-    return _results[ws]
+_group_results = GroupRuns("pyfused", _rank_body, cases_for)
 
 
 ALL = [(ws, i, c) for ws in WORLD_SIZES for i, c in enumerate(cases_for(ws))]

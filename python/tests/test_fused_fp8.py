@@ -10,7 +10,6 @@ scale) computed here apart from the library (tests/e4m3.py). Invalid
 arguments raise InvalidArgument before anything is sent."""
 
 import hashlib
-import os
 
 import numpy as np
 import pytest
@@ -18,10 +17,10 @@ import pytest
 import e4m3
 import quickreduce as qr
 from data import make_input
-from harness import run_processes, run_threads
+from fused_cases import ENV, WORLD_SIZES, GroupRuns, base_cases
+from fused_cases import call_kwargs as _kwargs
+from harness import run_threads
 
-WORLD_SIZES = (2, 4, 8)
-ENV = {"QR_ONE_SHOT_MAX_KB": "64"}  # 32 x 1024 fp16 (64 KiB) is one-shot, larger is two-shot
 EPS = 1e-5
 SEED = 2807
 # 1: most values normal; 0.02: many saturate; 64: many subnormal or 0.
@@ -29,15 +28,9 @@ SCALES = (1.0, 0.02, 64.0)
 
 
 def cases_for(ws):
-    out = []
-    for regime in ["FP", "INT8", "INT4"] + (["INT3"] if ws == 2 else []) + [None]:
-        for dt in ("fp16", "bf16", "bf16cast"):
-            if regime is None and dt == "bf16cast":
-                continue
-            for tokens, hidden in ((1, 64), (32, 1024), (40, 1032)):
-                n = len(out)
-                out.append((regime, dt, tokens, hidden, n % 4, SCALES[n % len(SCALES)],
-                            "random"))
+    """base_cases, each with its buffer layout, scale and data, then special
+    values."""
+    out = [c + (n % 4, SCALES[n % len(SCALES)], "random") for n, c in enumerate(base_cases(ws))]
     for dt in ("fp16", "bf16"):
         out.append(("FP", dt, 32, 1024, 0, 0.5, "special"))
     return out
@@ -45,15 +38,6 @@ def cases_for(ws):
 
 def _id(ws, c):
     return "ws%d-%s-%s-%dx%d-l%d-s%g-%s" % ((ws, c[0] or "configured") + c[1:])
-
-
-def _kwargs(case):
-    regime, dt = case[0], case[1]
-    kw = {"dtype": "bfloat16" if dt.startswith("bf16") else "float16"}
-    if regime is not None:
-        kw["regime"] = regime
-        kw["cast_bf16_to_fp16"] = dt == "bf16cast"
-    return kw
 
 
 def _data(case, i, who):
@@ -104,15 +88,7 @@ def _rank_body(rank, ws, group, cases):
     return digests
 
 
-_results = {}
-
-
-def _group_results(ws):
-    if ws not in _results:
-        group = "pyfp8-ws%d-%d" % (ws, os.getpid())
-        _results[ws] = run_processes(ws, _rank_body, ws, group, cases_for(ws), env=ENV,
-                                     timeout=240)
-    return _results[ws]
+_group_results = GroupRuns("pyfp8", _rank_body, cases_for)
 
 
 ALL = [(ws, i, c) for ws in WORLD_SIZES for i, c in enumerate(cases_for(ws))]

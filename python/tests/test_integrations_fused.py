@@ -44,26 +44,32 @@ def _inputs(rank, tokens, hidden, seed=0):
     return x, r, w
 
 
+def _vllm_fusion(dist, **passes):
+    """vLLM's TP communicator with quickreduce registered, under PassConfig
+    `passes`, then the fusion pass's module, imported after the group exists
+    (as vLLM does when it compiles: the hook patches it on import), its
+    workspace made. Returns (vLLM's communicator, flashinfer.comm, the pass's
+    module)."""
+    from quickreduce.integrations import vllm as qr_vllm
+    from vllm.config import CompilationConfig, PassConfig, VllmConfig, set_current_vllm_config
+    from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
+    qr_vllm.register()
+    w = dist.group.WORLD
+    with set_current_vllm_config(VllmConfig(CompilationConfig(PassConfig(**passes)))):
+        tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+    import flashinfer.comm as fi
+    from vllm.compilation.passes.fusion import allreduce_rms_fusion as f
+    f.init_workspace(2)
+    return tp, fi, f
+
+
 def _vllm_rank(rank, init_file):
     dist = _gloo(rank, init_file)
     try:
-        from quickreduce.integrations import vllm as qr_vllm
-        from vllm.config import (CompilationConfig, PassConfig, VllmConfig,
-                                 set_current_vllm_config)
-        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
         from vllm.logger import RECORDS
-        qr_vllm.register()
-        w = dist.group.WORLD
-        config = VllmConfig(CompilationConfig(PassConfig(
-            fuse_allreduce_rms=True, enable_sp=True, fuse_gemm_comms=True)))
-        with set_current_vllm_config(config):
-            tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        tp, fi, f = _vllm_fusion(dist, fuse_allreduce_rms=True, enable_sp=True,
+                                 fuse_gemm_comms=True)
         comm = tp.qr_comm.comm
-        # The pass's module, imported after the group exists (as vLLM does
-        # when it compiles): the hook patches it on import.
-        import flashinfer.comm as fi
-        from vllm.compilation.passes.fusion import allreduce_rms_fusion as f
-        f.init_workspace(2)
         pat = fi.AllReduceFusionPattern.kARResidualRMSNorm
         out = {"warnings": [m for _, m in RECORDS if "around it" in m]}
         # AllReduceFusedAddRMSNormPattern: norm_out None, in place.
@@ -136,19 +142,8 @@ def _codes(t):
 def _vllm_fp8_rank(rank, init_file):
     dist = _gloo(rank, init_file)
     try:
-        from quickreduce.integrations import vllm as qr_vllm
-        from vllm.config import (CompilationConfig, PassConfig, VllmConfig,
-                                 set_current_vllm_config)
-        from vllm.distributed.device_communicators.cuda_communicator import CudaCommunicator
-        qr_vllm.register()
-        w = dist.group.WORLD
-        config = VllmConfig(CompilationConfig(PassConfig(fuse_allreduce_rms=True)))
-        with set_current_vllm_config(config):
-            tp = CudaCommunicator(w, torch.device("cpu"), device_group=w, unique_name="tp:0")
+        tp, fi, f = _vllm_fusion(dist, fuse_allreduce_rms=True)
         comm = tp.qr_comm.comm
-        import flashinfer.comm as fi
-        from vllm.compilation.passes.fusion import allreduce_rms_fusion as f
-        f.init_workspace(2)
         pats = fi.AllReduceFusionPattern
         qdt = getattr(torch, "float8_e4m3fn", torch.uint8)  # Debian's torch 1.13 has none
         scale = torch.tensor([[0.05]])  # vLLM's static scale: [1, 1] float32

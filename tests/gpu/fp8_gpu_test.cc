@@ -4,23 +4,17 @@
 // pattern, so a fused call's quant_out is the host reference's whatever
 // values its norm holds. Suite part "fused" (tools/gpu/run_suite.sh).
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/float16.h"
 #include "kernels/float8.h"
 #include "tests/gpu/fp8_kernels.h"
 #include "tests/util/status_matchers.h"
 
 namespace qr::testing {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
 
 TEST(Fp8GpuTest, EveryFp32ValueConvertsAsTheHost) {
   constexpr uint64_t kAll = uint64_t{1} << 32;
@@ -38,7 +32,7 @@ TEST(Fp8GpuTest, ChunkBytesAreInValueOrder) {
   const float values[16] = {1.0f,  -2.0f,        448.0f,        500.0f, -inf,   nan,  -nan,   0.0f,
                             -0.0f, 0.001953125f, 0.0009765625f, 3.0f,   240.0f, 0.5f, -0.25f, 7.0f};
   std::vector<uint32_t> bits(16);
-  for (int i = 0; i < 16; ++i) bits[i] = Bits(values[i]);
+  for (int i = 0; i < 16; ++i) bits[i] = kernels::FloatBits(values[i]);
   std::vector<uint8_t> codes(16);
   ASSERT_OK(E4m3ChunkCodes(bits.data(), bits.size(), codes.data()));
   const uint8_t want[16] = {0x38, 0xC0, 0x7E, 0x7E, 0xFE, 0x7F, 0x7F, 0x00,
